@@ -1,0 +1,91 @@
+/* The profile: the zone/stack aggregate and the abort table, as every channel fills
+ * them and every writer (JSON, collapsed, CSV, ...) reads them. Plain data. */
+#ifndef NUPP_PROFILE_H
+#define NUPP_PROFILE_H
+
+#include <stdio.h>
+#include <linux/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Why a sample was not reported as a stack. Every sample not walked is counted. */
+enum nupp_lost {
+	NUPP_LOST_NO_VM,       /* no VM known for the process/thread yet */
+	NUPP_LOST_READ_FAULT,  /* bpf_probe_read_user failed (page not resident, bad pointer) */
+	NUPP_LOST_BAD_FRAME,   /* a frame failed validation: walk refused, never guessed */
+	NUPP_LOST_TRUNCATED,   /* deeper than --depth frames: stack cut (the walk stopped) */
+	NUPP_LOST_MAP_FULL,    /* the counts map was full (raise --max-stacks) */
+	NUPP_LOST_SYMBOLIZE,   /* userspace could not name a frame (proto freed before drain) */
+	NUPP_LOST__MAX
+};
+
+/* The name of a loss reason as it appears in reports ("noVm", "readFault", ...). */
+const char *nupp_lost_name(enum nupp_lost r);
+
+/* One distinct (zone path, stack) and what landed on it; the seed's profile.Sample. */
+struct nupp_sample_row {
+	char *zone_path; /* "" when no zone was open */
+	char *stack;     /* frames outermost first, ";" between them */
+	__u64 count;     /* = compiled + interpreted + ccode + collecting + compiling */
+	__u64 compiled, interpreted, ccode, collecting, compiling;
+};
+
+/* The sample channel's result. */
+struct nupp_sample_set {
+	struct nupp_sample_row *rows;
+	size_t n, cap;
+	__u64 samples;               /* samples reported as stacks (sum of counts) */
+	__u64 lost[NUPP_LOST__MAX];  /* samples not reported, by reason */
+};
+
+/* Severity of an abort row; the seed's profile.Severity. Ordered for reports. */
+enum nupp_severity { NUPP_SEV_BLACKLIST, NUPP_SEV_WARN, NUPP_SEV_INFO };
+
+/* "blacklist", "warn" or "info". */
+const char *nupp_severity_name(enum nupp_severity s);
+
+/* One place the JIT gave up, and how often; the seed's profile.AbortSite. */
+struct nupp_abort_row {
+	enum nupp_severity severity;
+	__u64 count;
+	char *reason;    /* jit.vmdef.traceerr text with info substituted */
+	char *location;  /* "<file>:<line>" as jit.util.funcinfo(fn, pc).loc prints it */
+	char *zone_path;
+};
+
+/* The trace channel's result. */
+struct nupp_abort_set {
+	struct nupp_abort_row *rows;
+	size_t n, cap;
+	__u64 total_aborts; /* abort events counted (benign ones only with include_benign) */
+	__u64 blacklisted;  /* blacklist events among them */
+};
+
+/* Adds count (and the state split) to the row (zone, stack), creating it. 0 or -ENOMEM. */
+int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char *stack,
+			const struct nupp_sample_row *counts);
+/* Sorts rows by count descending (ties: zone, then stack, ascending). */
+void nupp_sample_set_sort(struct nupp_sample_set *s);
+/* Frees the rows. */
+void nupp_sample_set_free(struct nupp_sample_set *s);
+
+/* Adds count to the row (severity, reason, location, zone), creating it. 0 or -ENOMEM. */
+int nupp_abort_set_add(struct nupp_abort_set *a, enum nupp_severity sev, const char *reason,
+		       const char *location, const char *zone, __u64 count);
+/* Sorts rows by severity (blacklist, warn, info), then count descending. */
+void nupp_abort_set_sort(struct nupp_abort_set *a);
+/* Frees the rows. */
+void nupp_abort_set_free(struct nupp_abort_set *a);
+
+/* Writes the rows as collapsed stacks ("a;b;c N\n", count descending, no comments). */
+int nupp_write_collapsed(const struct nupp_sample_set *s, FILE *f);
+/* Writes the abort rows as RFC 4180 CSV: header severity,count,reason,location,zonePath,
+ * CRLF line ends, fields with comma/quote/CR/LF quoted, quotes doubled. */
+int nupp_write_abort_csv(const struct nupp_abort_set *a, FILE *f);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NUPP_PROFILE_H */

@@ -1,0 +1,57 @@
+/* The sampler channel: perf_event CPU-clock BPF sampling of LuaJIT stacks and VM states. */
+#ifndef NUPP_SAMPLER_H
+#define NUPP_SAMPLER_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+
+#include "nupp/profile.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct nupp_sampler;
+
+struct nupp_sampler_opts {
+	size_t sz;          /* sizeof(struct nupp_sampler_opts) */
+	int freq_hz;        /* samples per second per thread (default 99) */
+	int depth;          /* frames per stack (default 64) */
+	bool lines;         /* name Lua frames module:line (current line) instead of module:name */
+	__u32 max_stacks;   /* size of the counts map (default 16384) */
+};
+
+/* Loads the sampler BPF programs and opens one CPU-clock event per online CPU.
+ * Nothing is sampled until a target is added. NULL and *err = -errno on failure;
+ * nupp_errmsg() says which capability or kernel feature is missing. */
+struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int *err);
+
+/* Samples every thread of a running process (VMs found with nupp_vm_find). */
+int nupp_sampler_add_pid(struct nupp_sampler *s, pid_t pid);
+
+/* Watches an ELF object with our probes (luajit or libluajit.so) for VMs opened by
+ * pid (-1: any process), so a process started after this call is sampled from its
+ * first instruction once added with nupp_sampler_add_pid (which then may find no VM). */
+int nupp_sampler_watch(struct nupp_sampler *s, const char *binary, pid_t pid);
+
+/* Pauses (true) or resumes (false) recording; the timer keeps firing. */
+int nupp_sampler_pause(struct nupp_sampler *s, bool paused);
+
+/* Services ring buffers (VM and trace lifetime events) for up to timeout_ms. */
+int nupp_sampler_poll(struct nupp_sampler *s, int timeout_ms);
+
+/* Reads the BPF counts, names every frame and adds them to out (rows with zone path
+ * and stack, lost counters). Can be called more than once; each call drains. */
+int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out);
+
+/* Kernel cost so far: total BPF run time and runs of the sampling program (0 when
+ * kernel.bpf_stats_enabled is off). */
+int nupp_sampler_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt);
+
+/* Detaches and frees. */
+void nupp_sampler_close(struct nupp_sampler *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* NUPP_SAMPLER_H */

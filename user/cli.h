@@ -1,0 +1,22 @@
+/* The nupp-bpf CLI: the command table and helpers shared by the cmd_*.c files. */
+#ifndef NUPP_CLI_H
+#define NUPP_CLI_H
+
+struct cli_cmd {
+	const char *name;
+	int (*fn)(int argc, char **argv);
+	const char *help;
+};
+
+extern int cli_verbose;
+
+/* Prints "Error: <message>" on stderr; the one error printer of the CLI. */
+void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Subcommands, one file each (user/cmd_<name>.c). */
+int cmd_vms(int argc, char **argv);
+
+/* The command table entries of the subcommands, in the order --help lists them. */
+#define CLI_CMDS { "vms", cmd_vms, "list the LuaJIT VMs of a process (g, layout, probes)" },
+
+#endif /* NUPP_CLI_H */
