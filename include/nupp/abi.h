@@ -22,4 +22,18 @@ struct nupp_vm_event {
 	struct nupp_lj_layout layout;
 };
 
+/* -- The luajit:* USDT probes of our LuaJIT build (scripts/luajit-usdt.patch) -------- */
+
+enum nupp_probe {
+	NUPP_PROBE_VM_OPEN,
+	NUPP_PROBE_VM_CLOSE,
+	NUPP_PROBE_TRACE_START,
+	NUPP_PROBE_TRACE_STOP,
+	NUPP_PROBE_TRACE_ABORT,
+	NUPP_PROBE_TRACE_BLACKLIST,
+	NUPP_PROBE_TRACE_FLUSH,
+	NUPP_PROBE_TRACE_FREE,
+	NUPP_PROBE__MAX
+};
+
 #endif /* NUPP_ABI_H */

@@ -79,6 +79,25 @@ int nupp_vmwatch_next(struct nupp_vmwatch *w, int timeout_ms, struct nupp_vm *ou
 /* Detaches and frees. */
 void nupp_vmwatch_close(struct nupp_vmwatch *w);
 
+/* -- Probe check (user/probecheck.c, bpf/probecheck.bpf.c) -------------------- */
+
+struct nupp_probecheck;
+
+/* The names of the luajit:* probes, indexed by enum nupp_probe (include/nupp/abi.h). */
+extern const char *const nupp_probe_names[];
+/* Number of luajit:* probes our LuaJIT build has. */
+#define NUPP_PROBES 8
+
+/* Attaches a counter to every luajit:* probe of binary for pid (-1: all processes).
+ * attach_err[i] receives 0 or the -errno of each probe's attach; the call fails
+ * (NULL, *err) only if the BPF object cannot be loaded. */
+struct nupp_probecheck *nupp_probecheck_open(const char *binary, pid_t pid, int attach_err[NUPP_PROBES],
+					     int *err);
+/* Hits and the argument count libbpf decoded (-1: never hit) of probe i so far. */
+int nupp_probecheck_read(struct nupp_probecheck *pc, int i, __u64 *hits, int *nargs);
+/* Detaches and frees. */
+void nupp_probecheck_close(struct nupp_probecheck *pc);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,22 @@
+-- Fires every luajit:* USDT probe at least once, with LuaJIT's own -jv as a witness:
+-- a loop that compiles (trace_start, trace_stop), a closure created in a hot loop that
+-- aborts at the same start until blacklisted (trace_abort, trace_blacklist), jit.flush
+-- (trace_flush), a full GC of the flushed traces (trace_free), lua_close at exit
+-- (vm_close); vm_open fired before the first line ran.
+local n = 0
+for i = 1, 1000 do n = n + i end
+
+local function hot()
+  local s = 0
+  for i = 1, 200 do
+    local f = function() return i end -- FNEW: NYI, aborts every attempt
+    s = s + f()
+  end
+  return s
+end
+for _ = 1, 2000 do hot() end
+
+jit.flush()
+collectgarbage()
+collectgarbage()
+print(n)
