@@ -188,3 +188,54 @@ void nupp_abort_set_free(struct nupp_abort_set *a)
 	free(a->rows);
 	memset(a, 0, sizeof(*a));
 }
+
+/* The module of a frame "module:name" (length up to the last ':'), or the frame. */
+static size_t agg_frame_module_len(const char *frame, size_t len)
+{
+	size_t i;
+
+	for (i = len; i-- > 0;)
+		if (frame[i] == ':')
+			return i;
+	return len;
+}
+
+/* Returns the suffix of stack starting at its outermost frame of module root, or the
+ * whole stack if no frame is from root. */
+static const char *agg_cut_root(const char *stack, const char *root)
+{
+	size_t rlen = strlen(root);
+	const char *f = stack;
+
+	while (*f) {
+		size_t len = strcspn(f, ";");
+
+		if (agg_frame_module_len(f, len) == rlen && strncmp(f, root, rlen) == 0)
+			return f;
+		if (!f[len])
+			break;
+		f += len + 1;
+	}
+	return stack;
+}
+
+/* Keeps rows under a zone prefix and cuts stacks below the root module. */
+int nupp_sample_set_filter(const struct nupp_sample_set *in, const char *zone_prefix, const char *root,
+			   struct nupp_sample_set *out)
+{
+	size_t i, plen = zone_prefix ? strlen(zone_prefix) : 0;
+	int err;
+
+	memcpy(out->lost, in->lost, sizeof(out->lost));
+	for (i = 0; i < in->n; i++) {
+		const struct nupp_sample_row *r = &in->rows[i];
+
+		if (zone_prefix && strncmp(r->zone_path, zone_prefix, plen) != 0)
+			continue;
+		err = nupp_sample_set_add(out, r->zone_path, root ? agg_cut_root(r->stack, root) : r->stack, r);
+		if (err)
+			return err;
+	}
+	nupp_sample_set_sort(out);
+	return 0;
+}

@@ -3,7 +3,9 @@
 #ifndef NUPP_PROFILE_H
 #define NUPP_PROFILE_H
 
+#include <stdbool.h>
 #include <stdio.h>
+#include <sys/types.h>
 #include <linux/types.h>
 
 #ifdef __cplusplus
@@ -78,6 +80,32 @@ int nupp_abort_set_add(struct nupp_abort_set *a, enum nupp_severity sev, const c
 void nupp_abort_set_sort(struct nupp_abort_set *a);
 /* Frees the rows. */
 void nupp_abort_set_free(struct nupp_abort_set *a);
+
+/* Keeps the rows whose zone path starts with zone_prefix (NULL: all) and cuts each
+ * stack below the outermost frame of module root (NULL: keep whole; a stack without
+ * such a frame is kept whole), merging rows that become equal. out must be empty. */
+int nupp_sample_set_filter(const struct nupp_sample_set *in, const char *zone_prefix, const char *root,
+			   struct nupp_sample_set *out);
+
+/* What a profile file says about how it was made. */
+struct nupp_profile_meta {
+	const char *command;  /* the nupp-bpf command line */
+	const char *target;   /* the profiled command line, or NULL for -p */
+	const pid_t *pids;
+	int npids;
+	int frequency_hz;
+	double duration_sec;
+	const char *backend;  /* "bpf" */
+	const char *luajit;   /* the LuaJIT build (nupp_luajit_build()) */
+	int depth;
+	bool aborts;          /* the trace channel ran */
+	bool include_benign;
+	const char *zone_filter, *root;
+};
+
+/* Writes the nupp profile JSON document (version 1): meta, samples, aborts. */
+int nupp_write_profile_json(const struct nupp_profile_meta *m, const struct nupp_sample_set *s,
+			    const struct nupp_abort_set *a, FILE *f);
 
 /* Writes the rows as collapsed stacks ("a;b;c N\n", count descending, no comments). */
 int nupp_write_collapsed(const struct nupp_sample_set *s, FILE *f);

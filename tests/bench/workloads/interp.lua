@@ -1,0 +1,4 @@
+-- Benchmark workload: interpreted calls (recursive fib with the JIT off), fixed work.
+jit.off()
+local function fib(n) if n < 2 then return n end return fib(n - 1) + fib(n - 2) end
+print(fib(tonumber(arg and arg[1]) or 37))
