@@ -1,0 +1,173 @@
+/* The aggregate and its writers: merging, ordering, the zone and root filters of the
+ * seed's SampleOptions, collapsed text and the JSON profile read back by jansson. */
+#include <check.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nupp/profile.h"
+
+/* Adds n samples in one state ('N' compiled, 'I' interpreted, 'C' C code). */
+static void add(struct nupp_sample_set *s, const char *zone, const char *stack, __u64 n, char state)
+{
+	struct nupp_sample_row c = { .count = n };
+
+	if (state == 'N')
+		c.compiled = n;
+	else if (state == 'I')
+		c.interpreted = n;
+	else
+		c.ccode = n;
+	ck_assert_int_eq(nupp_sample_set_add(s, zone, stack, &c), 0);
+}
+
+/* Collapsed text of a set, in a static buffer. */
+static const char *collapsed(const struct nupp_sample_set *s)
+{
+	static char buf[4096];
+	FILE *f = fmemopen(buf, sizeof(buf), "w");
+
+	ck_assert_int_eq(nupp_write_collapsed(s, f), 0);
+	fclose(f);
+	return buf;
+}
+
+START_TEST(rows_merge_and_sort_by_count)
+{
+	struct nupp_sample_set s = { 0 };
+
+	add(&s, "", "main.lua:main;main.lua:a", 3, 'I');
+	add(&s, "", "main.lua:main;main.lua:b", 5, 'N');
+	add(&s, "", "main.lua:main;main.lua:a", 4, 'N');
+	add(&s, "frame", "main.lua:main;main.lua:a", 1, 'C');
+	ck_assert_uint_eq(s.n, 3);
+	ck_assert_uint_eq(s.samples, 13);
+	nupp_sample_set_sort(&s);
+	ck_assert_str_eq(s.rows[0].stack, "main.lua:main;main.lua:a");
+	ck_assert_uint_eq(s.rows[0].count, 7);
+	ck_assert_uint_eq(s.rows[0].interpreted, 3);
+	ck_assert_uint_eq(s.rows[0].compiled, 4);
+	ck_assert_str_eq(s.rows[1].stack, "main.lua:main;main.lua:b");
+	ck_assert_str_eq(s.rows[2].zone_path, "frame");
+	ck_assert_str_eq(collapsed(&s), "main.lua:main;main.lua:a 7\n"
+					"main.lua:main;main.lua:b 5\n"
+					"main.lua:main;main.lua:a 1\n");
+	nupp_sample_set_free(&s);
+}
+END_TEST
+
+START_TEST(zone_prefix_keeps_the_subtree)
+{
+	struct nupp_sample_set s = { 0 }, out = { 0 };
+
+	add(&s, "frame/render", "m.lua:r", 4, 'N');
+	add(&s, "frame/update", "m.lua:u", 2, 'N');
+	add(&s, "", "m.lua:idle", 9, 'I');
+	s.lost[NUPP_LOST_READ_FAULT] = 3;
+	ck_assert_int_eq(nupp_sample_set_filter(&s, "frame/render", NULL, &out), 0);
+	ck_assert_uint_eq(out.n, 1);
+	ck_assert_uint_eq(out.samples, 4);
+	ck_assert_uint_eq(out.lost[NUPP_LOST_READ_FAULT], 3);
+	nupp_sample_set_free(&out);
+	ck_assert_int_eq(nupp_sample_set_filter(&s, "nomatch", NULL, &out), 0);
+	ck_assert_uint_eq(out.n, 0);
+	ck_assert_str_eq(collapsed(&out), "");
+	nupp_sample_set_free(&out);
+	nupp_sample_set_free(&s);
+}
+END_TEST
+
+START_TEST(root_cuts_below_outermost_frame_and_merges)
+{
+	struct nupp_sample_set s = { 0 }, out = { 0 };
+
+	/* Two loaders under the program: equal after the cut, so merged. */
+	add(&s, "", "boot.lua:main;[C]:pcall;app.lua:main;app.lua:work", 3, 'N');
+	add(&s, "", "loader.lua:run;app.lua:main;app.lua:work", 2, 'I');
+	/* The outermost frame of app.lua, not the innermost. */
+	add(&s, "", "boot.lua:main;app.lua:main;lib.lua:cb;app.lua:inner", 1, 'N');
+	/* No frame of app.lua: kept whole. */
+	add(&s, "", "boot.lua:main;boot.lua:idle", 4, 'C');
+	/* A module name that is only a prefix of another does not match. */
+	add(&s, "", "app.luax:main;app.luax:f", 1, 'N');
+	ck_assert_int_eq(nupp_sample_set_filter(&s, NULL, "app.lua", &out), 0);
+	ck_assert_str_eq(collapsed(&out), "app.lua:main;app.lua:work 5\n"
+					  "boot.lua:main;boot.lua:idle 4\n"
+					  "app.lua:main;lib.lua:cb;app.lua:inner 1\n"
+					  "app.luax:main;app.luax:f 1\n");
+	ck_assert_uint_eq(out.rows[0].compiled, 3);
+	ck_assert_uint_eq(out.rows[0].interpreted, 2);
+	nupp_sample_set_free(&out);
+	nupp_sample_set_free(&s);
+}
+END_TEST
+
+START_TEST(json_profile_reads_back)
+{
+	struct nupp_sample_set s = { 0 };
+	struct nupp_abort_set a = { 0 };
+	pid_t pids[] = { 4242 };
+	struct nupp_profile_meta m = { .command = "nupp-bpf record -p 4242", .pids = pids, .npids = 1,
+				       .frequency_hz = 99, .duration_sec = 2.5, .backend = "bpf",
+				       .luajit = "test", .depth = 64, .aborts = true };
+	char *buf = NULL;
+	size_t len = 0;
+	json_error_t jerr;
+	json_t *doc, *row;
+	FILE *f;
+
+	add(&s, "", "a.lua:f;\"q\\uote\" x.lua:g", 7, 'N');
+	s.lost[NUPP_LOST_TRUNCATED] = 2;
+	ck_assert_int_eq(nupp_abort_set_add(&a, NUPP_SEV_WARN, "NYI: bytecode FNEW", "a.lua:3", "", 5), 0);
+	ck_assert_int_eq(nupp_abort_set_add(&a, NUPP_SEV_BLACKLIST, "NYI: bytecode UCLO", "a.lua:9", "", 1), 0);
+	a.total_aborts = 6;
+	a.blacklisted = 1;
+	nupp_abort_set_sort(&a);
+	f = open_memstream(&buf, &len);
+	ck_assert_int_eq(nupp_write_profile_json(&m, &s, &a, f), 0);
+	fclose(f);
+	doc = json_loads(buf, 0, &jerr);
+	ck_assert_msg(doc, "invalid JSON: %s", jerr.text);
+	ck_assert_int_eq(json_integer_value(json_object_get(doc, "version")), 1);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(doc, "meta"), "samples")), 7);
+	ck_assert_int_eq(json_integer_value(json_array_get(json_object_get(json_object_get(doc, "meta"), "pids"), 0)),
+			 4242);
+	ck_assert_int_eq(
+		json_integer_value(json_object_get(json_object_get(json_object_get(doc, "meta"), "lost"), "truncated")),
+		2);
+	ck_assert_int_eq(json_integer_value(json_object_get(json_object_get(doc, "meta"), "blacklisted")), 1);
+	row = json_array_get(json_object_get(doc, "samples"), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(row, "stack")), "a.lua:f;\"q\\uote\" x.lua:g");
+	ck_assert_int_eq(json_integer_value(json_object_get(row, "compiled")), 7);
+	ck_assert_int_eq(json_integer_value(json_object_get(row, "cCode")), 0);
+	row = json_array_get(json_object_get(doc, "aborts"), 0);
+	ck_assert_str_eq(json_string_value(json_object_get(row, "severity")), "blacklist");
+	ck_assert_str_eq(json_string_value(json_object_get(row, "location")), "a.lua:9");
+	row = json_array_get(json_object_get(doc, "aborts"), 1);
+	ck_assert_str_eq(json_string_value(json_object_get(row, "reason")), "NYI: bytecode FNEW");
+	ck_assert_int_eq(json_integer_value(json_object_get(row, "count")), 5);
+	json_decref(doc);
+	free(buf);
+	nupp_sample_set_free(&s);
+	nupp_abort_set_free(&a);
+}
+END_TEST
+
+int main(void)
+{
+	Suite *s = suite_create("profile");
+	TCase *tc = tcase_create("aggregate");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, rows_merge_and_sort_by_count);
+	tcase_add_test(tc, zone_prefix_keeps_the_subtree);
+	tcase_add_test(tc, root_cuts_below_outermost_frame_and_merges);
+	tcase_add_test(tc, json_profile_reads_back);
+	suite_add_tcase(s, tc);
+	sr = srunner_create(s);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}
