@@ -1,18 +1,9 @@
 /* The trace channel against LuaJIT's own account: each program under tests/data/trace
  * runs with our BPF probes and with oracle.lua's jit.attach handler in the same process;
  * the two abort tables must be byte-identical CSV, by default and with include_benign. */
-#include <check.h>
-#include <fcntl.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <unistd.h>
+#include "nupp_trace_test.h"
 
-#include "nupp/nupp.h"
-#include "nupp/trace.h"
-#include "nupp_test.h"
-
-#define DATA NUPP_TEST_DATA "/trace/"
+#define DATA TRACE_DATA
 
 static char tmpdir[256];
 
@@ -26,51 +17,8 @@ struct trace_pair {
 static struct nupp_trace *open_attached(bool benign, pid_t pid)
 {
 	struct nupp_trace_opts o = { .sz = sizeof(o), .include_benign = benign };
-	struct nupp_trace *t;
-	int err = 0;
 
-	t = nupp_trace_open(&o, &err);
-	ck_assert_msg(t, "nupp_trace_open: %d %s", err, nupp_errmsg());
-	err = nupp_trace_attach(t, NUPP_LUAJIT, pid);
-	ck_assert_msg(err == 0, "nupp_trace_attach: %d %s", err, nupp_errmsg());
-	return t;
-}
-
-/* Reads a whole file into a malloc'ed string. */
-static char *slurp(const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	char *buf;
-	long n;
-
-	ck_assert_msg(f, "cannot open %s", path);
-	fseek(f, 0, SEEK_END);
-	n = ftell(f);
-	fseek(f, 0, SEEK_SET);
-	buf = calloc(1, n + 1);
-	ck_assert_int_eq(fread(buf, 1, n, f), (size_t)n);
-	fclose(f);
-	return buf;
-}
-
-/* The value of "name N" in the oracle's .meta file. */
-static unsigned long long meta(const char *prefix, const char *name)
-{
-	char path[512], key[64];
-	unsigned long long v;
-	FILE *f;
-
-	snprintf(path, sizeof(path), "%s.meta", prefix);
-	f = fopen(path, "r");
-	ck_assert_msg(f, "no oracle meta %s", path);
-	while (fscanf(f, "%63s %llu", key, &v) == 2)
-		if (strcmp(key, name) == 0) {
-			fclose(f);
-			return v;
-		}
-	fclose(f);
-	ck_abort_msg("oracle meta has no %s", name);
-	return 0;
+	return trace_test_open(&o, NUPP_LUAJIT, pid);
 }
 
 /* Drains t, writes its CSV next to the oracle's and asserts equality and totals. */
@@ -79,21 +27,18 @@ static void check_session(struct nupp_trace *t, struct nupp_abort_set *set, cons
 	struct nupp_trace_counters c;
 	char path[512], opath[512];
 	char *ours, *theirs;
-	FILE *f;
 
 	ck_assert_int_eq(nupp_trace_drain(t, set), 0);
 	nupp_abort_set_sort(set);
 	snprintf(path, sizeof(path), "%s.bpf.%s.csv", prefix, benign ? "benign" : "default");
 	snprintf(opath, sizeof(opath), "%s.%s.csv", prefix, benign ? "benign" : "default");
-	f = fopen(path, "wb");
-	ck_assert_int_eq(nupp_write_abort_csv(set, f), 0);
-	fclose(f);
-	ours = slurp(path);
-	theirs = slurp(opath);
+	trace_test_write_csv(set, path);
+	ours = trace_test_slurp(path);
+	theirs = trace_test_slurp(opath);
 	ck_assert_msg(strcmp(ours, theirs) == 0, "%s table differs from LuaJIT's:\n--- ours (%s)\n%s--- LuaJIT (%s)\n%s",
 		      benign ? "include_benign" : "default", path, ours, opath, theirs);
-	ck_assert_uint_eq(set->total_aborts, meta(prefix, benign ? "total_benign" : "total_default"));
-	ck_assert_uint_eq(set->blacklisted, meta(prefix, "blacklisted"));
+	ck_assert_uint_eq(set->total_aborts, trace_test_meta(prefix, benign ? "total_benign" : "total_default"));
+	ck_assert_uint_eq(set->blacklisted, trace_test_meta(prefix, "blacklisted"));
 	ck_assert_int_eq(nupp_trace_counters(t, &c), 0);
 	ck_assert_uint_eq(c.map_full, 0);
 	ck_assert_uint_eq(c.read_faults, 0);
@@ -271,15 +216,10 @@ int main(void)
 	Suite *s = suite_create("trace_oracle");
 	TCase *tc = tcase_create("oracle");
 	SRunner *sr;
-	char cmd[300];
 	int failed;
 
 	nupp_test_need_root();
-	snprintf(tmpdir, sizeof(tmpdir), "%s/trace_oracle.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-	if (!mkdtemp(tmpdir)) {
-		perror("mkdtemp");
-		return 1;
-	}
+	trace_test_tmpdir(tmpdir, sizeof(tmpdir), "trace_oracle");
 	tcase_set_timeout(tc, 120);
 	tcase_add_loop_test(tc, trace_table_equals_luajit, 0, sizeof(programs) / sizeof(programs[0]));
 	tcase_add_test(tc, trace_fnew_row_names_the_bytecode);
@@ -295,6 +235,5 @@ int main(void)
 		printf("oracle and BPF tables kept in %s\n", tmpdir);
 		return 1;
 	}
-	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", tmpdir);
-	return system(cmd) ? 1 : 0;
+	return trace_test_rmdir(tmpdir);
 }
