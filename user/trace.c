@@ -265,44 +265,55 @@ static void trace_take_counters(struct nupp_trace *t, struct nupp_trace_counters
 	}
 }
 
-/* Reads and deletes every row of the abort map and adds the rendered rows to out. */
+/* Renders one kernel row and adds it to out. */
+static int trace_add_row(struct nupp_trace *t, const struct nupp_trace_key *k, __u64 count,
+			 struct nupp_abort_set *out)
+{
+	char reason[512], loc[256], zbuf[32];
+	const char *zone = "";
+
+	nupp_trace_format_reason(k, reason, sizeof(reason));
+	nupp_trace_format_loc(&k->loc, loc, sizeof(loc));
+	if (k->zone) {
+		zone = t->zone_path ? t->zone_path(t->zone_ctx, (pid_t)k->tgid, k->zone) : NULL;
+		if (!zone) {
+			snprintf(zbuf, sizeof(zbuf), "#%u", k->zone);
+			zone = zbuf;
+		}
+	}
+	return nupp_abort_set_add(out, (enum nupp_severity)k->severity, reason, loc, zone, count);
+}
+
+#define TRACE_DRAIN_CHUNK 256
+
+/* Reads and deletes every row of the abort map and adds the rendered rows to out. Keys
+ * are collected a chunk at a time before deleting (deleting while walking restarts
+ * bpf_map_get_next_key); at most max_entries rows per call, so a program that keeps
+ * aborting cannot hold the drain forever. */
 int nupp_trace_drain(struct nupp_trace *t, struct nupp_abort_set *out)
 {
 	int fd = bpf_map__fd(t->skel->maps.aborts);
-	__u32 cap = bpf_map__max_entries(t->skel->maps.aborts);
-	struct nupp_trace_key *keys, *prev = NULL;
+	__u32 cap = bpf_map__max_entries(t->skel->maps.aborts), done = 0, n, i;
+	struct nupp_trace_key *keys, *prev;
 	struct nupp_trace_counters delta;
-	char reason[512], loc[256], zbuf[32];
-	__u32 n = 0, i;
 	int e = 0;
 
-	keys = calloc(cap, sizeof(*keys));
+	keys = calloc(TRACE_DRAIN_CHUNK, sizeof(*keys));
 	if (!keys)
 		return -ENOMEM;
-	/* Collect the keys first: deleting while walking restarts bpf_map_get_next_key. */
-	while (n < cap && bpf_map_get_next_key(fd, prev, &keys[n]) == 0) {
-		prev = &keys[n];
-		n++;
-	}
-	for (i = 0; i < n; i++) {
-		const struct nupp_trace_key *k = &keys[i];
-		const char *zone = "";
-		__u64 count;
-
-		if (bpf_map_lookup_and_delete_elem(fd, k, &count))
-			continue; /* gone: cannot happen with one drainer */
-		nupp_trace_format_reason(k, reason, sizeof(reason));
-		nupp_trace_format_loc(&k->loc, loc, sizeof(loc));
-		if (k->zone) {
-			zone = t->zone_path ? t->zone_path(t->zone_ctx, (pid_t)k->tgid, k->zone) : NULL;
-			if (!zone) {
-				snprintf(zbuf, sizeof(zbuf), "#%u", k->zone);
-				zone = zbuf;
-			}
-		}
-		e = nupp_abort_set_add(out, (enum nupp_severity)k->severity, reason, loc, zone, count);
-		if (e)
+	while (!e && done < cap) {
+		for (n = 0, prev = NULL; n < TRACE_DRAIN_CHUNK && bpf_map_get_next_key(fd, prev, &keys[n]) == 0; n++)
+			prev = &keys[n];
+		if (!n)
 			break;
+		for (i = 0; i < n && !e; i++) {
+			__u64 count;
+
+			if (bpf_map_lookup_and_delete_elem(fd, &keys[i], &count))
+				continue; /* gone: another drainer took it */
+			e = trace_add_row(t, &keys[i], count, out);
+		}
+		done += n;
 	}
 	free(keys);
 	trace_take_counters(t, &delta);

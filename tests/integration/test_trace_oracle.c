@@ -107,7 +107,7 @@ static size_t rows_of(const struct nupp_abort_set *s, enum nupp_severity sev)
 	return n;
 }
 
-static const char *const programs[] = { "fnew", "uclo", "cfunc", "blacklist", "jitoff", "lleave", "mixtab", "names" };
+static const char *const programs[] = { "fnew", "uclo", "cfunc", "blacklist", "jitoff", "lleave", "mixtab", "names", "many" };
 
 START_TEST(trace_table_equals_luajit)
 {
