@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
@@ -210,8 +211,11 @@ static int trace_attach_one(struct nupp_trace *t, struct bpf_program *prog, cons
 	l = bpf_program__attach_usdt(prog, pid, binary, "luajit", probe, NULL);
 	if (!l) {
 		e = -errno;
-		return nupp_fail(e, "cannot attach to luajit:%s in %s%s: %s (is it our LuaJIT build with the probes?)",
-				 probe, binary, pid > 0 ? " for that PID" : "", strerror(-e));
+		if (e == -ENOENT)
+			return nupp_fail(e, "cannot attach to luajit:%s: %s has no such probe (use the luajit or libluajit .so built by nupp-bpf, under %s)",
+					 probe, binary, NUPP_LUAJIT_PREFIX);
+		return nupp_fail(e, "cannot attach to luajit:%s in %s%s: %s", probe, binary,
+				 pid > 0 ? " for that PID" : "", strerror(-e));
 	}
 	t->links[t->nlinks++] = l;
 	return 0;
@@ -220,14 +224,21 @@ static int trace_attach_one(struct nupp_trace *t, struct bpf_program *prog, cons
 /* Attaches the luajit:trace_abort and trace_blacklist probes of binary for pid. */
 int nupp_trace_attach(struct nupp_trace *t, const char *binary, pid_t pid)
 {
+	size_t before = t->nlinks;
 	int e;
 
+	if (access(binary, R_OK) != 0) {
+		e = -errno;
+		return nupp_fail(e, "cannot attach the trace probes: cannot read %s: %s", binary, strerror(-e));
+	}
 	if (pid <= 0)
 		pid = -1;
 	/* trace_abort first: a trace_blacklist event is only ever completed by an abort. */
 	e = trace_attach_one(t, t->skel->progs.trace_abort, binary, pid, "trace_abort");
 	if (!e)
 		e = trace_attach_one(t, t->skel->progs.trace_blacklist, binary, pid, "trace_blacklist");
+	while (e && t->nlinks > before) /* all or nothing */
+		bpf_link__destroy(t->links[--t->nlinks]);
 	return e;
 }
 
