@@ -6,6 +6,7 @@
 #include <sys/types.h>
 
 #include "nupp/profile.h"
+#include "nupp/trace_abi.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -13,10 +14,16 @@ extern "C" {
 
 struct nupp_trace;
 
+/* Names a zone-path id of a process for the rows ("" for id 0 is built in). Returns
+ * NULL when unknown: the row then reads "#<id>". */
+typedef const char *(*nupp_trace_zone_fn)(void *ctx, pid_t pid, __u32 zone_id);
+
 struct nupp_trace_opts {
 	size_t sz;           /* sizeof(struct nupp_trace_opts) */
 	bool include_benign; /* count the info (trace formation) rows too */
 	__u32 max_sites;     /* size of the abort map (default 4096) */
+	nupp_trace_zone_fn zone_path; /* optional: zone id -> path (until the zone module) */
+	void *zone_ctx;
 };
 
 /* Loads the trace BPF programs. NULL and *err = -errno on failure (nupp_errmsg()). */
@@ -33,9 +40,26 @@ int nupp_trace_pause(struct nupp_trace *t, bool paused);
  * path, severity, totals). Can be called more than once; each call drains. */
 int nupp_trace_drain(struct nupp_trace *t, struct nupp_abort_set *out);
 
-/* Kernel cost so far of the abort program: total run time and runs (0 without
+/* Kernel cost so far: run time of both trace programs and runs of the abort program,
+ * so run_time_ns / run_cnt is the cost per abort event (0 without
  * kernel.bpf_stats_enabled). */
 int nupp_trace_stats(struct nupp_trace *t, __u64 *run_time_ns, __u64 *run_cnt);
+
+/* Tells the BPF program where pid keeps its current zone-path id (a __u32 in its
+ * memory, read at every abort); addr 0 forgets it (rows then have zone 0, ""). */
+int nupp_trace_set_zone_addr(struct nupp_trace *t, pid_t pid, __u64 addr);
+
+/* Every counter since open (drained and not yet drained): totals, blacklist events,
+ * what was left out and why (benign, paused, traceno 0, map full, read faults). */
+int nupp_trace_counters(struct nupp_trace *t, struct nupp_trace_counters *out);
+
+/* Renders a row's reason like jit/v.lua fmterr, with an unrecordable bytecode and an IR
+ * op by name ("NYI: bytecode FNEW"). Returns the length (as snprintf). */
+int nupp_trace_format_reason(const struct nupp_trace_key *k, char *buf, size_t size);
+
+/* Renders a location exactly like lj_debug_pushloc ("file.lua:12", "name:3",
+ * "\"chunk\":1", "0x7f..:5" for a long chunk name, "builtin:name"); "" if none. */
+int nupp_trace_format_loc(const struct nupp_trace_loc *l, char *buf, size_t size);
 
 /* Detaches and frees. */
 void nupp_trace_close(struct nupp_trace *t);
