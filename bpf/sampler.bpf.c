@@ -103,27 +103,32 @@ static long smp_walk_cb(__u32 i, void *ctx)
 }
 
 /* Picks the VM of this sample: r14 if it is DISPATCH of a known VM (validated by
- * equality with a g the process opened), else the only VM, else the thread's last. */
+ * equality with a g the process opened), else the only VM, else the VM this thread
+ * was last seen running. Returns the slot, or NUPP_SMP_MAX_VMS if unknown. */
 static __always_inline __u32 smp_pick_vm(struct nupp_smp_proc *p, __u64 r14, __u32 tid, __u64 *g)
 {
-	__u64 cand = r14 + (__s64)p->lo.gg_disp2g, *tg;
-	__u32 i, n = p->nvm;
+	__u64 cand = r14 + (__s64)p->lo.gg_disp2g, *tg, only = 0;
+	__u32 i, n = p->nvm, live = 0, only_i = 0;
 
-	if (n > NUPP_SMP_MAX_VMS)
-		n = NUPP_SMP_MAX_VMS;
 	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
+		__u64 gi = p->g[i];
+
 		if (i >= n)
 			break;
-		if (p->g[i] && p->g[i] == cand) {
-			if (n > 1)
-				bpf_map_update_elem(&threads, &tid, &cand, BPF_ANY);
+		if (!gi)
+			continue; /* a closed VM's slot, or one being filled */
+		if (gi == cand) {
+			bpf_map_update_elem(&threads, &tid, &cand, BPF_ANY);
 			*g = cand;
 			return i;
 		}
+		live++;
+		only = gi;
+		only_i = i;
 	}
-	if (n == 1 && p->g[0]) {
-		*g = p->g[0];
-		return 0;
+	if (live == 1) {
+		*g = only;
+		return only_i;
 	}
 	tg = bpf_map_lookup_elem(&threads, &tid);
 	if (!tg)
@@ -131,7 +136,7 @@ static __always_inline __u32 smp_pick_vm(struct nupp_smp_proc *p, __u64 r14, __u
 	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
 		if (i >= n)
 			break;
-		if (p->g[i] == *tg) {
+		if (p->g[i] && p->g[i] == *tg) {
 			*g = *tg;
 			return i;
 		}
@@ -270,10 +275,14 @@ int BPF_USDT(nupp_smp_vm_open, __u64 g, __u64 L, __u64 layout)
 		if (p->g[i] == g)
 			goto sent;
 	}
+	/* Threads open VMs concurrently: reserve a slot atomically; slots are never reused
+	 * (like luajit_bpf_vmlist), a closed VM leaves 0. */
+	n = __sync_fetch_and_add(&p->nvm, 1);
 	if (n < NUPP_SMP_MAX_VMS) {
-		p->g[n & (NUPP_SMP_MAX_VMS - 1)] = g;
 		p->zone_addr[n & (NUPP_SMP_MAX_VMS - 1)] = 0;
-		p->nvm = n + 1;
+		p->g[n & (NUPP_SMP_MAX_VMS - 1)] = g;
+	} else {
+		__sync_fetch_and_add(&p->nvm, -1);
 	}
 sent:
 	smp_event(NUPP_SMP_EV_VM_OPEN, tgid, g, 0, 0, 0);
@@ -294,13 +303,7 @@ int BPF_USDT(nupp_smp_vm_close, __u64 g)
 		if (i >= n)
 			break;
 		if (p->g[i] == g) {
-			/* Move the last VM into the slot. */
-			__u32 last = (n - 1) & (NUPP_SMP_MAX_VMS - 1);
-
-			p->g[i] = p->g[last];
-			p->zone_addr[i] = p->zone_addr[last];
-			p->g[last] = 0;
-			p->nvm = n - 1;
+			p->g[i] = 0;
 			break;
 		}
 	}

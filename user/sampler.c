@@ -424,12 +424,9 @@ static int smp_add_row(struct nupp_sampler *s, const struct nupp_smp_count_key *
 	row.ccode = c->n[NUPP_SMP_CCODE];
 	row.collecting = c->n[NUPP_SMP_COLLECTING];
 	row.compiling = c->n[NUPP_SMP_COMPILING];
-	e = nupp_sample_set_add(out, zone, stack, &row);
+	e = nupp_sample_set_add(out, zone, stack, &row); /* also counts out->samples */
 	free(stack);
-	if (e)
-		return e;
-	out->samples += total;
-	return 0;
+	return e;
 }
 
 /* Reads the BPF counts, names every frame and adds them to out. */

@@ -15,12 +15,13 @@
 /* One inlined frame of a snapshot, innermost last. */
 struct tr_frame {
 	struct nupp_smp_frame f; /* kind, ptr and fingerprint; pos/link filled per frame */
-	__u64 link;              /* link value of the frame (return PC or typed delta), 0 unknown */
+	__u64 link;              /* link value of the frame (return PC or typed delta) */
 };
 
 /* A decoded snapshot: its PC and the inlined frames (slot > 0) above the start frame. */
 struct tr_snap {
 	__u64 pc;
+	__u64 startpt;           /* GCproto* of slot 0's function if it is a constant, else 0 */
 	int ok;                  /* every inlined function was a constant we could read */
 	int nfr;
 	struct tr_frame fr[TR_MAX_INL];
@@ -169,57 +170,65 @@ static int tr_func(struct nupp_traces *t, __u64 fn, struct nupp_smp_frame *f)
 	return 0;
 }
 
-/* Decodes one snapshot: PC and the function/link slots of the inlined frames. */
+/* Decodes one snapshot: its PC and the inlined frames. In FR2 the frame-link slot of a
+ * frame carries SNAP_FRAME and holds the link as a KNUM constant; the function is the
+ * slot below it, normally a KGC constant (lj_snap.c:64-80, 110-160). */
 static void tr_decode_snap(struct nupp_traces *t, __u64 ir, const __u32 *map, __u32 nmap, __u32 mapofs,
 			   __u32 nent, struct tr_snap *sn)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
-	__u64 fnat[256] = { 0 }, linkat[256] = { 0 };
+	__u64 kgc[256] = { 0 }, knum[256] = { 0 };
+	__u8 isframe[256] = { 0 }, isk[256] = { 0 };
 	__u32 i, s;
 
 	sn->ok = 0;
 	sn->nfr = 0;
+	sn->startpt = 0;
 	if ((__u64)mapofs + nent + 2 > nmap)
 		return;
 	/* FR2: the PC is the 64-bit word after the entries, shifted by 8 (lj_jit.h:222-230). */
 	memcpy(&sn->pc, &map[mapofs + nent], 8);
 	sn->pc >>= 8;
-	sn->ok = 1;
 	for (i = 0; i < nent; i++) {
 		__u32 e = map[mapofs + i], ref = e & 0xffff;
 		__u8 op = 0;
 		__u64 v = 0;
 
 		s = e >> 24;
-		if (!(e & lo->snap_frame) && !(e & lo->snap_cont))
+		if (e & lo->snap_frame)
+			isframe[s] = 1;
+		/* Constants live below REF_BIAS (0x8000); other refs are computed values. */
+		if (ref >= 0x8000 || !ref || tr_irconst(t, ir, ref, &op, &v))
 			continue;
-		/* Constants live below REF_BIAS; an SLOAD/other ref is not a constant. */
-		if (ref >= 0x8000 || tr_irconst(t, ir, ref, &op, &v)) {
-			if (s > 0 && (e & lo->snap_frame))
-				fnat[s] = 1; /* a frame slot we cannot identify */
-			continue;
+		if (op == lo->ir_kgc) {
+			kgc[s] = v & lo->gcvmask;
+			isk[s] = 1;
+		} else if (op == lo->ir_knum || op == lo->ir_kint64) {
+			knum[s] = v;
+			isk[s] = 2;
 		}
-		if (op == lo->ir_kgc)
-			fnat[s] = v & lo->gcvmask;
-		else if (op == lo->ir_knum || op == lo->ir_kint64)
-			linkat[s] = v;
 	}
-	for (s = 1; s < 255; s++) {
+	if (isk[0] == 1) {
+		struct nupp_smp_frame f0;
+
+		if (tr_func(t, kgc[0], &f0) == 0 && f0.kind == NUPP_SMP_LUA)
+			sn->startpt = f0.ptr;
+	}
+	for (s = 2; s < 256; s++) {
 		struct tr_frame *fr;
 
-		if (!fnat[s])
+		if (!isframe[s])
 			continue;
-		if (fnat[s] == 1 || sn->nfr >= TR_MAX_INL) {
-			sn->ok = 0; /* polymorphic callee or too deep: not decoded, never guessed */
+		/* A frame whose function is not a constant (a polymorphic call site) or whose
+		 * link is not known: not decoded, never guessed. */
+		if (isk[s - lo->fr2] != 1 || isk[s] != 2 || sn->nfr >= TR_MAX_INL)
 			return;
-		}
 		fr = &sn->fr[sn->nfr++];
-		if (tr_func(t, fnat[s], &fr->f)) {
-			sn->ok = 0;
+		if (tr_func(t, kgc[s - lo->fr2], &fr->f))
 			return;
-		}
-		fr->link = linkat[s + lo->fr2];
+		fr->link = knum[s];
 	}
+	sn->ok = 1;
 }
 
 /* Decodes (and caches) trace T now, while it is alive. */
@@ -372,6 +381,9 @@ int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, s
 	sn = &e->snaps[si];
 	if (!sn->ok)
 		return -ENOENT;
+	/* The snapshot's slot 0 must be the frame the sample found at jit_base. */
+	if (sn->startpt && sn->startpt != st->frames[0].ptr)
+		return -ESTALE;
 	if (n + sn->nfr > max)
 		return -E2BIG;
 	/* Inner frames first: innermost inlined frame gets the snapshot PC; each frame's

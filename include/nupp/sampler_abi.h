@@ -44,6 +44,9 @@ struct nupp_smp_frame {
 #define NUPP_SMP_F_TRACE 1u   /* sampled on a trace: frames[0] is the trace's start frame */
 #define NUPP_SMP_F_MCODE 2u   /* ... and the IP was in the trace's machine code (mcofs valid) */
 #define NUPP_SMP_F_REGS 4u    /* leaf from the interpreter's registers */
+#define NUPP_SMP_F_LBASE 8u   /* started from L->base (after another start failed) */
+#define NUPP_SMP_F_RBP 16u    /* started from rbp (INTERP in a C helper) */
+#define NUPP_SMP_F_STRICT 32u /* INTERP outside registers mode: leaf matched rbx */
 
 /* A walked stack, the value of the stacks map (keyed by its 64-bit hash). */
 struct nupp_smp_stack {
@@ -80,7 +83,7 @@ struct nupp_smp_count {
 
 /* Per-process value of the procs map (the tgid filter). */
 struct nupp_smp_proc {
-	__u32 nvm;      /* VMs in g[] (0: process added, no VM known yet) */
+	__u32 nvm;      /* slots of g[] used (0: no VM known yet); a closed VM leaves 0 */
 	__u32 layout_ok;
 	__u64 g[NUPP_SMP_MAX_VMS];
 	__u64 zone_addr[NUPP_SMP_MAX_VMS]; /* address of the VM's u32 zone id, 0 = none */

@@ -46,6 +46,7 @@ struct nupp_walk {
 	__u64 pc_above;    /* return PC (or contpc) from the link of the frame above, 0 none */
 	__u64 leaf_pc[2];  /* leaf PC candidates (rbx, SAVE_PC), first frame of a segment only */
 	__u64 rbx;         /* interpreter PC register, for the call/return window rule */
+	__u64 lbase;       /* L->base at the start (registers mode) */
 	__u64 hash;        /* FNV-style hash of the emitted frames */
 	__u32 max_depth;   /* frames to emit at most (<= NUPP_SMP_MAX_DEPTH) */
 	__u32 iter;        /* frames visited in the current lua_State (0 = leaf) */
@@ -262,9 +263,11 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 		}
 	} else if (!skip) {
 		/* In registers mode an ASM fast function runs with rbx = &GG->bcff[i]+4 and a
-		 * C function's PC is inside global_State (vm_x64.dasc:232-239): anything
-		 * else means [rdx-16] is a result being copied in a return window. */
-		if (first && (w->mode == NUPP_WALK_REGS || w->strict) && !(w->rbx >= gg && w->rbx < gg + lo->gg_size))
+		 * C function's PC is inside global_State (vm_x64.dasc:232-239); in vm_call's
+		 * entry (lua_call from a C function) rdx is the synced L->base of that C
+		 * function: anything else means [rdx-16] is a result in a return window. */
+		if (first && (w->mode == NUPP_WALK_REGS || w->strict) && !(w->rbx >= gg && w->rbx < gg + lo->gg_size) &&
+		    !(w->mode == NUPP_WALK_REGS && w->lbase == frame + tvsz))
 			NUPP_WALK_GOTO(window);
 		if (ffid == lo->ff_c) {
 			__u64 cf = 0;
@@ -357,6 +360,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->pc_above = 0;
 	w->leaf_pc[0] = w->leaf_pc[1] = 0;
 	w->rbx = r->rbx;
+	w->lbase = 0;
 	w->st.depth = 0;
 	w->st.flags = 0;
 	w->st.traceno = 0;
@@ -384,6 +388,8 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	    r->r14 == g - (__s64)lo->gg_disp2g && r->rdx > w->bot && r->rdx <= top) {
 		/* Interpreter code: BASE in rdx, PC in rbx (vm_x64.dasc:21,30-32). */
 		w->mode = NUPP_WALK_REGS;
+		if (NUPP_WALK_READ(&w->lbase, 8, L + lo->L_base))
+			return NUPP_WALK_READ_FAULT;
 		w->frame = r->rdx - lo->tv_size;
 		w->leaf_pc[0] = r->rbx;
 		w->st.flags = NUPP_SMP_F_REGS;
@@ -394,10 +400,16 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->mode = NUPP_WALK_MEM;
 	w->strict = vms == lo->vmst_interp;
 	if (how == NUPP_WALK_BASE_RBP ||
-	    (how == NUPP_WALK_BASE_AUTO && w->strict && (r->ip < lo->vm_begin || r->ip >= lo->vm_end)))
+	    (how == NUPP_WALK_BASE_AUTO && w->strict && (r->ip < lo->vm_begin || r->ip >= lo->vm_end))) {
 		base = r->rbp;
-	else if (NUPP_WALK_READ(&base, 8, L + lo->L_base))
+		w->st.flags = NUPP_SMP_F_RBP;
+	} else if (NUPP_WALK_READ(&base, 8, L + lo->L_base)) {
 		return NUPP_WALK_READ_FAULT;
+	} else {
+		w->st.flags = NUPP_SMP_F_LBASE;
+	}
+	if (w->strict)
+		w->st.flags |= NUPP_SMP_F_STRICT;
 	if (base <= w->bot || base > top || (base & 7))
 		return NUPP_WALK_BAD_FRAME;
 	if (NUPP_WALK_READ(&cf, 8, L + lo->L_cframe))

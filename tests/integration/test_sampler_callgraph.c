@@ -70,38 +70,19 @@ static int is_path(const char *stack)
 
 START_TEST(sampler_stacks_are_paths_of_the_call_graph)
 {
-	struct nupp_sampler_opts o = { .sz = sizeof(o), .freq_hz = 2999 };
+	struct nupp_sampler_opts o = { .sz = sizeof(o), .freq_hz = 4999 };
 	struct nupp_sample_set set = { 0 };
-	struct smp_run run;
-	char prog[512], script[512], lib[512];
+	char prog[512], script[512];
 	char *argv[] = { prog, script, "main", "8", NULL };
-	struct nupp_sampler *s;
-	unsigned long long bad = 0, lost, seen_vm2 = 0;
+	unsigned long long bad = 0, lost;
 	size_t i;
-	int err = 0;
 	__u64 ns = 0, cnt = 0;
 
 	snprintf(prog, sizeof(prog), "%s/prog_sampler_host", NUPP_TEST_BIN);
 	snprintf(script, sizeof(script), "%s/sampler/callgraph.lua", NUPP_TEST_DATA);
 	load_graph(NUPP_TEST_DATA "/sampler/callgraph.expect");
-	ck_assert_int_eq(nupp_vm_binary_for_exe(prog, lib, sizeof(lib)), 0);
-	s = nupp_sampler_open(&o, &err);
-	ck_assert_msg(s != NULL, "nupp_sampler_open: %d %s", err, nupp_errmsg());
-	ck_assert_int_eq(smp_run_start(&run, argv), 0);
 	/* Attached before the VMs open: they are learned from luajit:vm_open. */
-	ck_assert_int_eq(nupp_sampler_watch(s, lib, run.pid), 0);
-	ck_assert_int_eq(nupp_sampler_add_pid(s, run.pid), 0);
-	smp_run_go(&run);
-	while (!smp_run_done(&run, 200)) {
-		nupp_sampler_poll(s, 0);
-		ck_assert_int_eq(nupp_sampler_drain(s, &set), 0);
-	}
-	ck_assert_int_eq(nupp_sampler_drain(s, &set), 0);
-	nupp_sampler_stats(s, &ns, &cnt);
-	smp_run_finish(&run);
-	nupp_sampler_close(s);
-
-	nupp_sample_set_sort(&set);
+	ck_assert_int_eq(smp_profile(argv, &o, &set, &ns, &cnt), 0);
 	smp_print(&set, getenv("NUPP_TEST_VERBOSE") ? 1000 : 30);
 	if (cnt)
 		printf("bpf: run_cnt %llu, %llu ns per sample\n", (unsigned long long)cnt,
@@ -111,8 +92,30 @@ START_TEST(sampler_stacks_are_paths_of_the_call_graph)
 			printf("NOT A PATH (%llu): %s\n", (unsigned long long)set.rows[i].count, set.rows[i].stack);
 			bad += set.rows[i].count;
 		}
-		if (strstr(set.rows[i].stack, "[coroutine]"))
-			seen_vm2 += 0;
+	}
+	/* Every frame kind and mechanism of the workload was seen and named. */
+	{
+		static const char *const must[] = {
+			"callgraph.lua:step;callgraph.lua:hot_loop",               /* compiled loop */
+			"callgraph.lua:use_ff;math.floor",                         /* fast function */
+			"callgraph.lua:c_call;host_spin",                          /* lua_pushcfunction */
+			"callgraph.lua:sorter;table.sort;callgraph.lua:25",        /* Lua comparator */
+			"callgraph.lua:vararg_fn;callgraph.lua:leaf_interp",       /* varargs */
+			"callgraph.lua:meta;callgraph.lua:__index",                /* metamethod */
+			"callgraph.lua:protected;pcall;callgraph.lua:5",           /* pcall */
+			"coroutine.wrap_aux;[coroutine];callgraph.lua:54",         /* coroutine chain */
+			"callgraph.lua:c_callback;host_callback;callgraph.lua:5", /* C calling Lua */
+		};
+		size_t m;
+
+		for (m = 0; m < sizeof(must) / sizeof(must[0]); m++) {
+			__u64 n = 0;
+
+			for (i = 0; i < set.n; i++)
+				if (strstr(set.rows[i].stack, must[m]))
+					n += set.rows[i].count;
+			ck_assert_msg(n > 0, "no sample on %s", must[m]);
+		}
 	}
 	lost = smp_lost(&set);
 	ck_assert_msg(bad == 0, "%llu samples on stacks that are not paths of the call graph", bad);
