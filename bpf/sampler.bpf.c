@@ -36,6 +36,7 @@ struct {
 struct smp_scratch {
 	struct nupp_walk w;
 	struct nupp_lj_layout lo;
+	__u32 lo_tgid; /* process whose layout lo is */
 };
 
 struct {
@@ -118,7 +119,13 @@ static __always_inline __u32 smp_pick_vm(struct nupp_smp_proc *p, __u64 r14, __u
 		if (!gi)
 			continue; /* a closed VM's slot, or one being filled */
 		if (gi == cand) {
-			bpf_map_update_elem(&threads, &tid, &cand, BPF_ANY);
+			/* Remember it for this thread's samples in C code (r14 reused there);
+			 * only needed with several VMs, and only written when it changes. */
+			if (n > 1) {
+				tg = bpf_map_lookup_elem(&threads, &tid);
+				if (!tg || *tg != cand)
+					bpf_map_update_elem(&threads, &tid, &cand, BPF_ANY);
+			}
 			*g = cand;
 			return i;
 		}
@@ -186,7 +193,11 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 	s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
 		return 0;
-	__builtin_memcpy(&s->lo, &p->lo, sizeof(s->lo));
+	/* Copy the layout only when this CPU last sampled another process. */
+	if (s->lo_tgid != tgid || s->lo.vm_begin != p->lo.vm_begin) {
+		__builtin_memcpy(&s->lo, &p->lo, sizeof(s->lo));
+		s->lo_tgid = tgid;
+	}
 	for (attempt = 0; attempt < 2; attempt++) {
 		err = nupp_walk_start(&s->w, &s->lo, g, &r, max_depth, how, &vmstate);
 		if (err) {
@@ -219,9 +230,12 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 	key.tgid = tgid;
 	key.zone = zone;
 	key.stack = s->w.hash;
-	err = bpf_map_update_elem(&stacks, &key.stack, &s->w.st, BPF_NOEXIST);
-	if (err && err != -17 /* EEXIST */)
-		return smp_lose(NUPP_SMP_LOST_MAP_FULL);
+	/* Look up first: an update of an existing key costs ~1 us with these 2 KB values. */
+	if (!bpf_map_lookup_elem(&stacks, &key.stack)) {
+		err = bpf_map_update_elem(&stacks, &key.stack, &s->w.st, BPF_NOEXIST);
+		if (err && err != -17 /* EEXIST: another CPU stored it */)
+			return smp_lose(NUPP_SMP_LOST_MAP_FULL);
+	}
 	state = nupp_walk_state(&s->lo, vmstate);
 	c = bpf_map_lookup_elem(&counts, &key);
 	if (!c) {

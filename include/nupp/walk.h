@@ -23,6 +23,11 @@
 		goto label;              \
 	} while (0)
 
+/* Bytes read at once from a GCfunc and a GCproto (one read each per frame instead of one
+ * per field); nupp_walk_layout_ok checks that the fields used lie inside. */
+#define NUPP_WALK_FN_READ 48
+#define NUPP_WALK_PT_READ 80
+
 /* Iterations of the walk: frames, plus vararg pseudo-frames, dummy frames, separators. */
 #define NUPP_WALK_MAX_ITER (2 * NUPP_SMP_MAX_DEPTH + 8)
 
@@ -56,8 +61,37 @@ struct nupp_walk {
 	__u32 coro;        /* coroutine levels chained */
 	__u32 why;         /* source line of the walker that ended the walk (diagnosis) */
 	__u32 strict;      /* INTERP but not walked from registers: the leaf must match rbx */
+	unsigned char fnbuf[64 + 8];  /* the current GCfunc (NUPP_WALK_FN_READ bytes) */
+	unsigned char ptbuf[128 + 8]; /* the current GCproto (NUPP_WALK_PT_READ bytes) */
 	struct nupp_smp_stack st;
 };
+
+/* Can the walker read this layout's GCfunc/GCproto fields from its one-read buffers? */
+NUPP_WALK_INLINE int nupp_walk_layout_ok(const struct nupp_lj_layout *lo)
+{
+	return lo->fn_gct < NUPP_WALK_FN_READ && lo->fn_ffid < NUPP_WALK_FN_READ &&
+	       lo->fn_pc + 8 <= NUPP_WALK_FN_READ && lo->fn_cf + 8 <= NUPP_WALK_FN_READ &&
+	       lo->pt_sizebc + 4 <= NUPP_WALK_PT_READ && lo->pt_chunkname + 8 <= NUPP_WALK_PT_READ &&
+	       lo->pt_firstline + 4 <= NUPP_WALK_PT_READ && lo->tv_size == 8 && lo->fr2 == 1;
+}
+
+/* A 64-bit field of a read buffer (offsets masked for the verifier). */
+NUPP_WALK_INLINE __u64 nupp_walk_u64(const unsigned char *b, __u32 off, __u32 mask)
+{
+	__u64 v;
+
+	__builtin_memcpy(&v, b + (off & mask), 8);
+	return v;
+}
+
+/* A 32-bit field of a read buffer. */
+NUPP_WALK_INLINE __u32 nupp_walk_u32(const unsigned char *b, __u32 off, __u32 mask)
+{
+	__u32 v;
+
+	__builtin_memcpy(&v, b + (off & mask), 4);
+	return v;
+}
 
 /* Mixes one 64-bit word into the stack hash. */
 NUPP_WALK_INLINE __u64 nupp_walk_mix(__u64 h, __u64 v)
@@ -196,7 +230,7 @@ fault:
  * below. Returns 1 when the walk is over (w->result says why), 0 to continue. */
 NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_layout *lo)
 {
-	__u64 frame = w->frame, link = 0, fnv = 0, fn, bc = 0, pc = 0, chunk = 0, next;
+	__u64 frame = w->frame, link = 0, fnv = 0, fn, bc = 0, pc = 0, chunk = 0, next, hdr[2];
 	__u64 gg = w->g + (__s64)lo->gg_g2l, tvsz = lo->tv_size;
 	__u32 sizebc = 0, ins = 0, t;
 	__s32 firstline = 0, pos = -1;
@@ -208,26 +242,29 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	if (frame <= w->bot)
 		return nupp_walk_chain(w, lo);
 	w->skip = 0;
-	if (NUPP_WALK_READ(&link, 8, frame) || NUPP_WALK_READ(&fnv, 8, frame - tvsz))
+	/* FR2 frame header: [frame-8] function TValue, [frame] link (lj_frame.h:33-51). */
+	if (NUPP_WALK_READ(hdr, 16, frame - tvsz))
 		NUPP_WALK_GOTO(fault);
+	fnv = hdr[0];
+	link = hdr[1];
 	lt = (link & lo->frame_type) == lo->frame_lua ? (__u8)lo->frame_lua : (__u8)(link & lo->frame_typep);
 	fn = fnv & lo->gcvmask;
 	if (fn == w->L)
 		goto step; /* dummy frame (lj_debug.c:30-31) */
-	if (!fn || NUPP_WALK_READ(&gct, 1, fn + lo->fn_gct))
+	if (!fn || NUPP_WALK_READ(w->fnbuf, NUPP_WALK_FN_READ, fn))
 		NUPP_WALK_GOTO(window);
+	gct = w->fnbuf[lo->fn_gct & 63];
 	if (gct != lo->gct_func)
 		NUPP_WALK_GOTO(window);
-	if (NUPP_WALK_READ(&ffid, 1, fn + lo->fn_ffid))
-		NUPP_WALK_GOTO(fault);
+	ffid = w->fnbuf[lo->fn_ffid & 63];
 	if (ffid == lo->ff_lua) {
 		__u64 pt;
 
-		if (NUPP_WALK_READ(&bc, 8, fn + lo->fn_pc))
-			NUPP_WALK_GOTO(fault);
+		bc = nupp_walk_u64(w->fnbuf, lo->fn_pc, 63);
 		pt = bc - lo->pt_size;
-		if (NUPP_WALK_READ(&sizebc, 4, pt + lo->pt_sizebc))
+		if (NUPP_WALK_READ(w->ptbuf, NUPP_WALK_PT_READ, pt))
 			NUPP_WALK_GOTO(fault);
+		sizebc = nupp_walk_u32(w->ptbuf, lo->pt_sizebc, 127);
 		if (nupp_walk_pc_in(w->pc_above, bc, sizebc))
 			pc = w->pc_above;
 		else if (first && w->leaf_pc[0] == bc && w->mode == NUPP_WALK_REGS)
@@ -252,9 +289,8 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 			 * comes from the snapshot), or a frame called from C: no position. */
 		}
 		if (!skip) {
-			if (NUPP_WALK_READ(&chunk, 8, pt + lo->pt_chunkname) ||
-			    NUPP_WALK_READ(&firstline, 4, pt + lo->pt_firstline))
-				NUPP_WALK_GOTO(fault);
+			chunk = nupp_walk_u64(w->ptbuf, lo->pt_chunkname, 127);
+			firstline = (__s32)nupp_walk_u32(w->ptbuf, lo->pt_firstline, 127);
 			if (pc)
 				pos = (__s32)((pc - bc) / 4) - 1;
 			if (nupp_walk_emit(w, NUPP_SMP_LUA, pt, chunk, firstline, sizebc, pos,
@@ -272,8 +308,7 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 		if (ffid == lo->ff_c) {
 			__u64 cf = 0;
 
-			if (NUPP_WALK_READ(&cf, 8, fn + lo->fn_cf))
-				NUPP_WALK_GOTO(fault);
+			cf = nupp_walk_u64(w->fnbuf, lo->fn_cf, 63);
 			if (nupp_walk_emit(w, NUPP_SMP_C, cf, 0, 0, 0, -1, lt))
 				return 1;
 		} else if (nupp_walk_emit(w, NUPP_SMP_FF, ffid, 0, 0, 0, -1, lt)) {
@@ -367,6 +402,8 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->st.mcofs = 0;
 	w->st.trace = 0;
 	w->st.mcode = 0;
+	if (!nupp_walk_layout_ok(lo))
+		return NUPP_WALK_BAD_FRAME;
 	if (NUPP_WALK_READ(&vms, 4, g + lo->g_vmstate) || NUPP_WALK_READ(&L, 8, g + lo->g_cur_L) ||
 	    NUPP_WALK_READ(&jit_base, 8, g + lo->g_jit_base) || !L)
 		return NUPP_WALK_READ_FAULT;

@@ -22,6 +22,9 @@ START_TEST(sampler_trace_leaf_is_the_loop_body_line)
 	snprintf(script, sizeof(script), "%s/sampler/hotloop.lua", NUPP_TEST_DATA);
 	ck_assert_int_eq(smp_profile(argv, &o, &set, &ns, &cnt), 0);
 	smp_print(&set, 20);
+	if (cnt)
+		printf("bpf: run_cnt %llu, %llu ns per sample\n", (unsigned long long)cnt,
+		       (unsigned long long)(ns / cnt));
 	for (i = 0; i < set.n; i++) {
 		const struct nupp_sample_row *r = &set.rows[i];
 		const char *p = strstr(r->stack, "hotloop.lua:"), *hot, *end;
@@ -48,9 +51,6 @@ START_TEST(sampler_trace_leaf_is_the_loop_body_line)
 	ck_assert_msg(on_body * 100 >= in_hot * 99, "%llu of %llu compiled samples on " BODY,
 		      (unsigned long long)on_body, (unsigned long long)in_hot);
 	ck_assert_msg(inlined > 0, "no compiled sample shows the inlined inner() as its own frame");
-	if (cnt)
-		printf("bpf: run_cnt %llu, %llu ns per sample\n", (unsigned long long)cnt,
-		       (unsigned long long)(ns / cnt));
 	nupp_sample_set_free(&set);
 }
 END_TEST

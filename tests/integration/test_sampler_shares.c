@@ -27,6 +27,9 @@ START_TEST(sampler_shares_match_the_measured_cpu_split)
 	 * by running the profile through a helper that keeps the first line. */
 	ck_assert_int_eq(smp_profile_line(argv, &o, &set, &ns, &cnt, measured, sizeof(measured)), 0);
 	smp_print(&set, 20);
+	if (cnt)
+		printf("bpf: run_cnt %llu, %llu ns per sample\n", (unsigned long long)cnt,
+		       (unsigned long long)(ns / cnt));
 	ck_assert_int_eq(sscanf(measured, "%lf %lf %lf", &spent[0], &spent[1], &spent[2]), 3);
 	total_spent = spent[0] + spent[1] + spent[2];
 	ck_assert(total_spent > 1.0);
@@ -57,9 +60,6 @@ START_TEST(sampler_shares_match_the_measured_cpu_split)
 		      (unsigned long long)interp[0], (unsigned long long)n[0]);
 	ck_assert_msg(compiled[1] * 100 >= n[1] * 95, "compiled path: %llu of %llu samples compiled",
 		      (unsigned long long)compiled[1], (unsigned long long)n[1]);
-	if (cnt)
-		printf("bpf: run_cnt %llu, %llu ns per sample\n", (unsigned long long)cnt,
-		       (unsigned long long)(ns / cnt));
 	nupp_sample_set_free(&set);
 }
 END_TEST
