@@ -27,6 +27,8 @@
  * per field); nupp_walk_layout_ok checks that the fields used lie inside. */
 #define NUPP_WALK_FN_READ 48
 #define NUPP_WALK_PT_READ 80
+#define NUPP_WALK_L_READ 96   /* lua_State: base, stack, stacksize, cframe */
+#define NUPP_WALK_G_SPAN 248  /* global_State: vmstate .. cur_L, jit_base in one read */
 
 /* Iterations of the walk: frames, plus vararg pseudo-frames, dummy frames, separators. */
 #define NUPP_WALK_MAX_ITER (2 * NUPP_SMP_MAX_DEPTH + 8)
@@ -61,15 +63,30 @@ struct nupp_walk {
 	__u32 coro;        /* coroutine levels chained */
 	__u32 why;         /* source line of the walker that ended the walk (diagnosis) */
 	__u32 strict;      /* INTERP but not walked from registers: the leaf must match rbx */
+	unsigned char gbuf[256 + 8];  /* global_State from its lowest field read at start */
+	unsigned char Lbuf[128 + 8];  /* lua_State (NUPP_WALK_L_READ bytes) */
 	unsigned char fnbuf[64 + 8];  /* the current GCfunc (NUPP_WALK_FN_READ bytes) */
 	unsigned char ptbuf[128 + 8]; /* the current GCproto (NUPP_WALK_PT_READ bytes) */
 	struct nupp_smp_stack st;
 };
 
-/* Can the walker read this layout's GCfunc/GCproto fields from its one-read buffers? */
+/* Lowest and one-past-highest byte of the global_State fields read at start. */
+NUPP_WALK_INLINE __u32 nupp_walk_g_lo(const struct nupp_lj_layout *lo)
+{
+	__u32 a = lo->g_vmstate < lo->g_cur_L ? lo->g_vmstate : lo->g_cur_L;
+
+	return a < lo->g_jit_base ? a : lo->g_jit_base;
+}
+
+/* Can the walker read this layout's fields from its one-read buffers? */
 NUPP_WALK_INLINE int nupp_walk_layout_ok(const struct nupp_lj_layout *lo)
 {
-	return lo->fn_gct < NUPP_WALK_FN_READ && lo->fn_ffid < NUPP_WALK_FN_READ &&
+	__u32 glo = nupp_walk_g_lo(lo);
+
+	return lo->g_vmstate + 4 - glo <= NUPP_WALK_G_SPAN && lo->g_cur_L + 8 - glo <= NUPP_WALK_G_SPAN &&
+	       lo->g_jit_base + 8 - glo <= NUPP_WALK_G_SPAN && lo->L_base + 8 <= NUPP_WALK_L_READ &&
+	       lo->L_stack + 8 <= NUPP_WALK_L_READ && lo->L_stacksize + 4 <= NUPP_WALK_L_READ &&
+	       lo->L_cframe + 8 <= NUPP_WALK_L_READ && lo->fn_gct < NUPP_WALK_FN_READ && lo->fn_ffid < NUPP_WALK_FN_READ &&
 	       lo->fn_pc + 8 <= NUPP_WALK_FN_READ && lo->fn_cf + 8 <= NUPP_WALK_FN_READ &&
 	       lo->pt_sizebc + 4 <= NUPP_WALK_PT_READ && lo->pt_chunkname + 8 <= NUPP_WALK_PT_READ &&
 	       lo->pt_firstline + 4 <= NUPP_WALK_PT_READ && lo->tv_size == 8 && lo->fr2 == 1;
@@ -379,8 +396,8 @@ enum nupp_walk_base {
 NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 g,
 				     const struct nupp_walk_regs *r, __u32 max_depth, __u32 how, __s32 *vmstate)
 {
-	__u64 L = 0, jit_base = 0, base = 0, stack = 0, cf = 0, spc = 0, top;
-	__u32 stacksize = 0;
+	__u64 L = 0, jit_base = 0, base = 0, stack = 0, cf = 0, spc = 0, top, lbase;
+	__u32 stacksize = 0, glo;
 	__s32 vms = 0;
 
 	w->g = g;
@@ -404,13 +421,20 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->st.mcode = 0;
 	if (!nupp_walk_layout_ok(lo))
 		return NUPP_WALK_BAD_FRAME;
-	if (NUPP_WALK_READ(&vms, 4, g + lo->g_vmstate) || NUPP_WALK_READ(&L, 8, g + lo->g_cur_L) ||
-	    NUPP_WALK_READ(&jit_base, 8, g + lo->g_jit_base) || !L)
+	/* One read for vmstate, cur_L and jit_base, one for the lua_State fields. */
+	glo = nupp_walk_g_lo(lo);
+	if (NUPP_WALK_READ(w->gbuf, NUPP_WALK_G_SPAN, g + glo))
+		return NUPP_WALK_READ_FAULT;
+	vms = (__s32)nupp_walk_u32(w->gbuf, lo->g_vmstate - glo, 255);
+	L = nupp_walk_u64(w->gbuf, lo->g_cur_L - glo, 255);
+	jit_base = nupp_walk_u64(w->gbuf, lo->g_jit_base - glo, 255);
+	if (!L || NUPP_WALK_READ(w->Lbuf, NUPP_WALK_L_READ, L))
 		return NUPP_WALK_READ_FAULT;
 	*vmstate = vms;
 	w->L = L;
-	if (NUPP_WALK_READ(&stack, 8, L + lo->L_stack) || NUPP_WALK_READ(&stacksize, 4, L + lo->L_stacksize))
-		return NUPP_WALK_READ_FAULT;
+	stack = nupp_walk_u64(w->Lbuf, lo->L_stack, 127);
+	stacksize = nupp_walk_u32(w->Lbuf, lo->L_stacksize, 127);
+	lbase = nupp_walk_u64(w->Lbuf, lo->L_base, 127);
 	w->bot = stack + (__u64)lo->tv_size * lo->fr2;
 	top = stack + (__u64)lo->tv_size * stacksize;
 	if (how == NUPP_WALK_BASE_AUTO && jit_base) {
@@ -425,8 +449,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	    r->r14 == g - (__s64)lo->gg_disp2g && r->rdx > w->bot && r->rdx <= top) {
 		/* Interpreter code: BASE in rdx, PC in rbx (vm_x64.dasc:21,30-32). */
 		w->mode = NUPP_WALK_REGS;
-		if (NUPP_WALK_READ(&w->lbase, 8, L + lo->L_base))
-			return NUPP_WALK_READ_FAULT;
+		w->lbase = lbase;
 		w->frame = r->rdx - lo->tv_size;
 		w->leaf_pc[0] = r->rbx;
 		w->st.flags = NUPP_SMP_F_REGS;
@@ -440,18 +463,15 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	    (how == NUPP_WALK_BASE_AUTO && w->strict && (r->ip < lo->vm_begin || r->ip >= lo->vm_end))) {
 		base = r->rbp;
 		w->st.flags = NUPP_SMP_F_RBP;
-	} else if (NUPP_WALK_READ(&base, 8, L + lo->L_base)) {
-		return NUPP_WALK_READ_FAULT;
 	} else {
+		base = lbase;
 		w->st.flags = NUPP_SMP_F_LBASE;
 	}
 	if (w->strict)
 		w->st.flags |= NUPP_SMP_F_STRICT;
 	if (base <= w->bot || base > top || (base & 7))
 		return NUPP_WALK_BAD_FRAME;
-	if (NUPP_WALK_READ(&cf, 8, L + lo->L_cframe))
-		return NUPP_WALK_READ_FAULT;
-	cf &= lo->cframe_rawmask;
+	cf = nupp_walk_u64(w->Lbuf, lo->L_cframe, 127) & lo->cframe_rawmask;
 	if (cf && NUPP_WALK_READ(&spc, 8, cf + lo->cframe_ofs_pc))
 		spc = 0;
 	w->frame = base - lo->tv_size;
