@@ -318,9 +318,11 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 		/* In registers mode an ASM fast function runs with rbx = &GG->bcff[i]+4 and a
 		 * C function's PC is inside global_State (vm_x64.dasc:232-239); in vm_call's
 		 * entry (lua_call from a C function) rdx is the synced L->base of that C
-		 * function: anything else means [rdx-16] is a result in a return window. */
+		 * function and rbx the typed C link being built (not a bytecode address):
+		 * anything else means [rdx-16] is a result in a return window. */
 		if (first && (w->mode == NUPP_WALK_REGS || w->strict) && !(w->rbx >= gg && w->rbx < gg + lo->gg_size) &&
-		    !(w->mode == NUPP_WALK_REGS && w->lbase == frame + tvsz))
+		    !(w->mode == NUPP_WALK_REGS && w->lbase == frame + tvsz &&
+		      (w->rbx & lo->frame_type) != lo->frame_lua))
 			NUPP_WALK_GOTO(window);
 		if (ffid == lo->ff_c) {
 			__u64 cf = 0;

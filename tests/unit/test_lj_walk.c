@@ -566,6 +566,37 @@ START_TEST(walk_interp_in_c_helper_uses_rbp_then_l_base)
 }
 END_TEST
 
+START_TEST(walk_vm_call_entry_and_returned_function_value)
+{
+	__u64 fm, ff, b0, b1, b2, sortf;
+
+	/* lua_call from a C function (table.sort calling its comparator): in vm_call's entry
+	 * rdx is the synced L->base of the C function and rbx the typed link being built */
+	setup();
+	sortf = new_c_fn(93, 0);
+	b2 = chain3(&fm, &ff, sortf, &b0, &b1);
+	put64(mainL + lo->L_base, b2);
+	{
+		struct nupp_walk_regs r = regs_interp(b2, 0x28 | lo->frame_c);
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_uint_eq(w.st.frames[0].kind, NUPP_SMP_FF);
+		ck_assert_uint_eq(w.st.frames[0].ptr, 93);
+	}
+	/* BC_RET window of a function returning table.sort itself: the result copied over
+	 * the function slot is not taken for a frame (rbx is a bytecode return PC) */
+	{
+		struct nupp_walk_regs r = regs_interp(b2, ret_pc(ff, 7));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.depth, 2);
+		ck_assert_uint_eq(w.st.frames[0].kind, NUPP_SMP_LUA);
+		ck_assert_int_eq(w.st.frames[0].pos, 7);
+	}
+}
+END_TEST
+
 /* Runs the suite. */
 int main(void)
 {
@@ -586,6 +617,7 @@ int main(void)
 	tcase_add_test(tc, walk_cycle_and_bad_pointer_end_bounded);
 	tcase_add_test(tc, walk_depth_truncation_is_counted);
 	tcase_add_test(tc, walk_interp_in_c_helper_uses_rbp_then_l_base);
+	tcase_add_test(tc, walk_vm_call_entry_and_returned_function_value);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
