@@ -1,0 +1,359 @@
+// SPDX-License-Identifier: GPL-2.0
+/* The sampler channel: CPU-clock perf_event samples of LuaJIT stacks and VM states,
+ * aggregated in the kernel per (tgid, zone, stack); VM and trace lifetime from USDT. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+#include <bpf/bpf_tracing.h>
+#include <bpf/usdt.bpf.h>
+
+#define NUPP_WALK_READ(dst, sz, addr) bpf_probe_read_user((dst), (sz), (const void *)(unsigned long)(addr))
+#include "nupp/walk.h"
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* -- Knobs (rodata, set between open and load) and state ----------------------- */
+
+const volatile __u32 max_depth = NUPP_SMP_MAX_DEPTH; /* frames per stack */
+int paused = 0;                                      /* pause flag: one test per sample */
+
+/* -- Maps (sizes set at run time by user/sampler.c) ------------------------------ */
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NUPP_SMP_MAX_TARGETS);
+	__type(key, __u32); /* tgid */
+	__type(value, struct nupp_smp_proc);
+} procs SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, NUPP_SMP_MAX_THREADS);
+	__type(key, __u32);   /* tid */
+	__type(value, __u64); /* g last validated by r14 on this thread */
+} threads SEC(".maps");
+
+/* Per-CPU scratch: the walk state (with its stack) and a copy of the layout. */
+struct smp_scratch {
+	struct nupp_walk w;
+	struct nupp_lj_layout lo;
+	__u32 lo_tgid; /* process whose layout lo is */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct smp_scratch);
+} scratch SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, __u64); /* stack hash */
+	__type(value, struct nupp_smp_stack);
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct nupp_smp_count_key);
+	__type(value, struct nupp_smp_count);
+} counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NUPP_SMP_LOST_N);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 256 * 1024);
+} events SEC(".maps");
+
+/* Samples lost in the walk, by (mode, walker source line): for diagnosis. */
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 4096);
+	__type(key, __u32);
+	__type(value, __u64);
+} lost_where SEC(".maps");
+
+/* -- Sampling ------------------------------------------------------------------- */
+
+/* Counts a sample that is not reported as a stack. */
+static __always_inline int smp_lose(__u32 reason)
+{
+	__u64 *n = bpf_map_lookup_elem(&lost, &reason);
+
+	if (n)
+		*n += 1;
+	return 0;
+}
+
+/* bpf_loop callback: one frame of the walk. */
+static long smp_walk_cb(__u32 i, void *ctx)
+{
+	__u32 zero = 0;
+	struct smp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (!s)
+		return 1;
+	return nupp_walk_step(&s->w, &s->lo);
+}
+
+/* Picks the VM of this sample: r14 if it is DISPATCH of a known VM (validated by
+ * equality with a g the process opened), else the only VM, else the VM this thread
+ * was last seen running. Returns the slot, or NUPP_SMP_MAX_VMS if unknown. */
+static __always_inline __u32 smp_pick_vm(struct nupp_smp_proc *p, __u64 r14, __u32 tid, __u64 *g)
+{
+	__u64 cand = r14 + (__s64)p->lo.gg_disp2g, *tg, only = 0;
+	__u32 i, n = p->nvm, live = 0, only_i = 0;
+
+	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
+		__u64 gi = p->g[i];
+
+		if (i >= n)
+			break;
+		if (!gi)
+			continue; /* a closed VM's slot, or one being filled */
+		if (gi == cand) {
+			/* Remember it for this thread's samples in C code (r14 reused there);
+			 * only needed with several VMs, and only written when it changes. */
+			if (n > 1) {
+				tg = bpf_map_lookup_elem(&threads, &tid);
+				if (!tg || *tg != cand)
+					bpf_map_update_elem(&threads, &tid, &cand, BPF_ANY);
+			}
+			*g = cand;
+			return i;
+		}
+		live++;
+		only = gi;
+		only_i = i;
+	}
+	if (live == 1) {
+		*g = only;
+		return only_i;
+	}
+	tg = bpf_map_lookup_elem(&threads, &tid);
+	if (!tg)
+		return NUPP_SMP_MAX_VMS;
+	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
+		if (i >= n)
+			break;
+		if (p->g[i] && p->g[i] == *tg) {
+			*g = *tg;
+			return i;
+		}
+	}
+	return NUPP_SMP_MAX_VMS;
+}
+
+/* The CPU-clock sample: walk the running Lua stack and count it. */
+SEC("perf_event")
+int nupp_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id, g = 0, zaddr;
+	__u32 tgid, tid, zero = 0, vi, state, zone = 0;
+	struct nupp_smp_proc *p;
+	struct smp_scratch *s;
+	struct pt_regs *ur;
+	struct nupp_walk_regs r;
+	struct nupp_smp_count_key key = {};
+	struct nupp_smp_count *c, init = {};
+	__s32 vmstate = 0;
+	__u32 attempt, how = NUPP_WALK_BASE_AUTO;
+	int err;
+
+	if (paused)
+		return 0;
+	id = bpf_get_current_pid_tgid();
+	tgid = id >> 32;
+	tid = (__u32)id;
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		return 0;
+	/* User registers also for samples taken in kernel mode (facts.md §2). */
+	ur = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+	if (!ur)
+		return smp_lose(NUPP_SMP_LOST_NO_VM);
+	r.ip = ur->ip;
+	r.rbx = ur->bx;
+	r.rdx = ur->dx;
+	r.rbp = ur->bp;
+	r.r14 = ur->r14;
+	if (!p->layout_ok)
+		return smp_lose(NUPP_SMP_LOST_NO_VM);
+	vi = smp_pick_vm(p, r.r14, tid, &g);
+	if (vi >= NUPP_SMP_MAX_VMS)
+		return smp_lose(NUPP_SMP_LOST_NO_VM);
+	zaddr = p->zone_addr[vi & (NUPP_SMP_MAX_VMS - 1)];
+	s = bpf_map_lookup_elem(&scratch, &zero);
+	if (!s)
+		return 0;
+	/* Copy the layout only when this CPU last sampled another process. */
+	if (s->lo_tgid != tgid || s->lo.vm_begin != p->lo.vm_begin) {
+		__builtin_memcpy(&s->lo, &p->lo, sizeof(s->lo));
+		s->lo_tgid = tgid;
+	}
+	for (attempt = 0; attempt < 2; attempt++) {
+		err = nupp_walk_start(&s->w, &s->lo, g, &r, max_depth, how, &vmstate);
+		if (err) {
+			s->w.result = err;
+		} else {
+			if (s->w.mode == NUPP_WALK_TRACE)
+				nupp_walk_trace(&s->w, &s->lo, vmstate, r.ip);
+			bpf_loop(NUPP_WALK_MAX_ITER, smp_walk_cb, NULL, 0);
+			if (s->w.result == NUPP_WALK_RUN)
+				s->w.result = NUPP_WALK_TRUNCATED;
+			if (s->w.result == NUPP_WALK_DONE && !s->w.st.depth)
+				s->w.result = NUPP_WALK_BAD_FRAME; /* no frame at all is not a stack */
+			if (s->w.result == NUPP_WALK_DONE)
+				break;
+		}
+		how = nupp_walk_retry(&s->w, &s->lo, vmstate, attempt);
+		if (!how)
+			break;
+	}
+	if (s->w.result != NUPP_WALK_DONE) {
+		__u32 where = (s->w.mode * 1024 + (s->w.iter ? 512 : 0) + s->w.why) & 4095;
+		__u64 *n = bpf_map_lookup_elem(&lost_where, &where);
+
+		if (n)
+			*n += 1;
+		return smp_lose((__u32)s->w.result - 1);
+	}
+	if (zaddr && bpf_probe_read_user(&zone, sizeof(zone), (const void *)zaddr))
+		return smp_lose(NUPP_SMP_LOST_READ_FAULT);
+	key.tgid = tgid;
+	key.zone = zone;
+	key.stack = s->w.hash;
+	/* Look up first: an update of an existing key costs ~1 us with these 2 KB values. */
+	if (!bpf_map_lookup_elem(&stacks, &key.stack)) {
+		err = bpf_map_update_elem(&stacks, &key.stack, &s->w.st, BPF_NOEXIST);
+		if (err && err != -17 /* EEXIST: another CPU stored it */)
+			return smp_lose(NUPP_SMP_LOST_MAP_FULL);
+	}
+	state = nupp_walk_state(&s->lo, vmstate);
+	c = bpf_map_lookup_elem(&counts, &key);
+	if (!c) {
+		/* EEXIST from a racing CPU is fine; a full map shows as a failed lookup. */
+		bpf_map_update_elem(&counts, &key, &init, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&counts, &key);
+		if (!c)
+			return smp_lose(NUPP_SMP_LOST_MAP_FULL);
+	}
+	if (state < NUPP_SMP_NSTATES)
+		__sync_fetch_and_add(&c->n[state], 1);
+	return 0;
+}
+
+/* -- VM and trace lifetime (USDT) ------------------------------------------------ */
+
+/* Sends a lifetime event to userspace. */
+static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, __u64 mcode, __u32 traceno)
+{
+	struct nupp_smp_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+
+	if (!ev)
+		return;
+	ev->kind = kind;
+	ev->tgid = tgid;
+	ev->g = g;
+	ev->trace = T;
+	ev->mcode = mcode;
+	ev->traceno = traceno;
+	ev->pad = 0;
+	bpf_ringbuf_submit(ev, 0);
+}
+
+/* luajit:vm_open(g, L, &luajit_bpf_layout): a target's new VM is sampled from now on. */
+SEC("usdt")
+int BPF_USDT(nupp_smp_vm_open, __u64 g, __u64 L, __u64 layout)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, i, n;
+	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (!p)
+		return 0;
+	if (!p->layout_ok && bpf_probe_read_user(&p->lo, sizeof(p->lo), (const void *)layout) == 0 &&
+	    p->lo.magic == NUPP_LJ_LAYOUT_MAGIC && p->lo.version == NUPP_LJ_LAYOUT_VERSION &&
+	    p->lo.size == sizeof(p->lo))
+		p->layout_ok = 1;
+	n = p->nvm;
+	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
+		if (i >= n)
+			break;
+		if (p->g[i] == g)
+			goto sent;
+	}
+	/* Threads open VMs concurrently: reserve a slot atomically; slots are never reused
+	 * (like luajit_bpf_vmlist), a closed VM leaves 0. */
+	n = __sync_fetch_and_add(&p->nvm, 1);
+	if (n < NUPP_SMP_MAX_VMS) {
+		p->zone_addr[n & (NUPP_SMP_MAX_VMS - 1)] = 0;
+		p->g[n & (NUPP_SMP_MAX_VMS - 1)] = g;
+	} else {
+		__sync_fetch_and_add(&p->nvm, -1);
+	}
+sent:
+	smp_event(NUPP_SMP_EV_VM_OPEN, tgid, g, 0, 0, 0);
+	return 0;
+}
+
+/* luajit:vm_close(g): stop attributing samples to this VM. */
+SEC("usdt")
+int BPF_USDT(nupp_smp_vm_close, __u64 g)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, i, n;
+	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (!p)
+		return 0;
+	n = p->nvm;
+	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
+		if (i >= n)
+			break;
+		if (p->g[i] == g) {
+			p->g[i] = 0;
+			break;
+		}
+	}
+	smp_event(NUPP_SMP_EV_VM_CLOSE, tgid, g, 0, 0, 0);
+	return 0;
+}
+
+/* luajit:trace_stop(g, traceno, T, loc, link, linktype): a new trace to decode. */
+SEC("usdt")
+int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (bpf_map_lookup_elem(&procs, &tgid))
+		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno);
+	return 0;
+}
+
+/* luajit:trace_free(g, T, traceno, mcode): the trace's cache entry dies after a drain. */
+SEC("usdt")
+int BPF_USDT(nupp_smp_trace_free, __u64 g, __u64 T, __u32 traceno, __u64 mcode)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (bpf_map_lookup_elem(&procs, &tgid))
+		smp_event(NUPP_SMP_EV_TRACE_FREE, tgid, g, T, mcode, traceno);
+	return 0;
+}
+
+/* luajit:trace_flush(g): every trace of the VM dies. */
+SEC("usdt")
+int BPF_USDT(nupp_smp_trace_flush, __u64 g)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (bpf_map_lookup_elem(&procs, &tgid))
+		smp_event(NUPP_SMP_EV_TRACE_FLUSH, tgid, g, 0, 0, 0);
+	return 0;
+}

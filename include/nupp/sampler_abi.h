@@ -1,0 +1,112 @@
+/* The sampler channel's BPF ABI: map keys, values, events and limits shared by
+ * bpf/sampler.bpf.c and user/sampler.c. Fixed-width types; compiles as BPF and host C.
+ * Every type is prefixed nupp_smp_ (vmlinux.h already has struct key, struct node, BAD). */
+#ifndef NUPP_SAMPLER_ABI_H
+#define NUPP_SAMPLER_ABI_H
+
+#include "nupp/lj_layout.h"
+
+#define NUPP_SMP_MAX_DEPTH 64    /* frames per stack, a power of two (index masking) */
+#define NUPP_SMP_MAX_VMS 8       /* VMs per process */
+#define NUPP_SMP_MAX_CORO 4      /* coroutine levels chained through resume/wrap */
+#define NUPP_SMP_MAX_TARGETS 64  /* processes sampled at once */
+#define NUPP_SMP_MAX_THREADS 4096 /* thread -> VM cache (multi-VM processes) */
+
+/* Indexes of the lost counters; equal to enum nupp_lost (checked in user/sampler.c). */
+#define NUPP_SMP_LOST_NO_VM 0
+#define NUPP_SMP_LOST_READ_FAULT 1
+#define NUPP_SMP_LOST_BAD_FRAME 2
+#define NUPP_SMP_LOST_TRUNCATED 3
+#define NUPP_SMP_LOST_MAP_FULL 4
+#define NUPP_SMP_LOST_N 5
+
+/* Frame kinds. */
+enum nupp_smp_frame_kind {
+	NUPP_SMP_LUA = 1,  /* ptr = GCproto*, pos = bytecode index or -1 */
+	NUPP_SMP_FF = 2,   /* ptr = ffid of a builtin ("fast function") */
+	NUPP_SMP_C = 3,    /* ptr = lua_CFunction address */
+	NUPP_SMP_CORO = 4, /* separator: frames below belong to the resumer; ptr = coroutine L */
+};
+
+/* One frame, innermost first in a stack. */
+struct nupp_smp_frame {
+	__u64 ptr;       /* see enum nupp_smp_frame_kind */
+	__u64 chunkname; /* LUA: GCstr* of the chunk name (fingerprint) */
+	__s32 firstline; /* LUA: fingerprint */
+	__u32 sizebc;    /* LUA: fingerprint */
+	__s32 pos;       /* LUA: index of the current (or calling) bytecode, -1 unknown */
+	__u8 kind;       /* enum nupp_smp_frame_kind */
+	__u8 link;       /* frame type of the link that called it (FRAME_LUA, FRAME_CONT ...) */
+	__u16 pad;
+};
+
+/* Stack flags. */
+#define NUPP_SMP_F_TRACE 1u   /* sampled on a trace: frames[0] is the trace's start frame */
+#define NUPP_SMP_F_MCODE 2u   /* ... and the IP was in the trace's machine code (mcofs valid) */
+#define NUPP_SMP_F_REGS 4u    /* leaf from the interpreter's registers */
+#define NUPP_SMP_F_LBASE 8u   /* started from L->base (after another start failed) */
+#define NUPP_SMP_F_RBP 16u    /* started from rbp (INTERP in a C helper) */
+#define NUPP_SMP_F_STRICT 32u /* INTERP outside registers mode: leaf matched rbx */
+
+/* A walked stack, the value of the stacks map (keyed by its 64-bit hash). */
+struct nupp_smp_stack {
+	__u32 depth;   /* frames used */
+	__u32 flags;   /* NUPP_SMP_F_* */
+	__u32 traceno; /* trace number (flags & TRACE) */
+	__u32 mcofs;   /* IP - T->mcode (flags & MCODE) */
+	__u64 trace;   /* GCtrace* */
+	__u64 mcode;   /* T->mcode (identity of the trace with trace and traceno) */
+	struct nupp_smp_frame frames[NUPP_SMP_MAX_DEPTH];
+};
+
+/* The five states of a sample (seed: profile.Sample). */
+enum nupp_smp_state {
+	NUPP_SMP_COMPILED,    /* vmstate >= 0 */
+	NUPP_SMP_INTERPRETED, /* INTERP */
+	NUPP_SMP_CCODE,       /* C */
+	NUPP_SMP_COLLECTING,  /* GC */
+	NUPP_SMP_COMPILING,   /* EXIT, RECORD, OPT, ASM */
+	NUPP_SMP_NSTATES
+};
+
+/* Key of the counts map. */
+struct nupp_smp_count_key {
+	__u32 tgid;
+	__u32 zone;  /* zone path id, 0 = "" */
+	__u64 stack; /* hash of the stack = key of the stacks map */
+};
+
+/* Value of the counts map. */
+struct nupp_smp_count {
+	__u64 n[NUPP_SMP_NSTATES];
+};
+
+/* Per-process value of the procs map (the tgid filter). */
+struct nupp_smp_proc {
+	__u32 nvm;      /* slots of g[] used (0: no VM known yet); a closed VM leaves 0 */
+	__u32 layout_ok;
+	__u64 g[NUPP_SMP_MAX_VMS];
+	__u64 zone_addr[NUPP_SMP_MAX_VMS]; /* address of the VM's u32 zone id, 0 = none */
+	struct nupp_lj_layout lo;
+};
+
+/* Lifetime events sent to userspace (VM open/close, traces created and freed). */
+enum nupp_smp_event_kind {
+	NUPP_SMP_EV_VM_OPEN = 1,
+	NUPP_SMP_EV_VM_CLOSE,
+	NUPP_SMP_EV_TRACE_STOP,
+	NUPP_SMP_EV_TRACE_FREE,
+	NUPP_SMP_EV_TRACE_FLUSH,
+};
+
+struct nupp_smp_event {
+	__u32 kind;
+	__u32 tgid;
+	__u64 g;
+	__u64 trace; /* GCtrace* */
+	__u64 mcode;
+	__u32 traceno;
+	__u32 pad;
+};
+
+#endif /* NUPP_SAMPLER_ABI_H */

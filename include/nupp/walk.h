@@ -1,0 +1,539 @@
+/* The LuaJIT frame walker, static inline code that compiles as BPF and as host C.
+ *
+ * Every read of target memory goes through NUPP_WALK_READ(dst, size, addr), which the
+ * includer defines: bpf_probe_read_user in BPF, a fake-memory reader in unit tests.
+ * Offsets and constants come from struct nupp_lj_layout only. The rules follow
+ * luajit-internals.md §4.4 (start point) and §4.5 (bounded walk), §8 (coroutines). */
+#ifndef NUPP_WALK_H
+#define NUPP_WALK_H
+
+#include "nupp/sampler_abi.h"
+
+#ifndef NUPP_WALK_READ
+#error "define NUPP_WALK_READ(dst, size, addr) before including nupp/walk.h"
+#endif
+#ifndef NUPP_WALK_INLINE
+#define NUPP_WALK_INLINE static inline __attribute__((always_inline))
+#endif
+
+/* Jumps to a failure label, remembering the walker line that failed (diagnosis). */
+#define NUPP_WALK_GOTO(label)            \
+	do {                             \
+		w->why = __LINE__;       \
+		goto label;              \
+	} while (0)
+
+/* Bytes read at once from a GCfunc and a GCproto (one read each per frame instead of one
+ * per field); nupp_walk_layout_ok checks that the fields used lie inside. */
+#define NUPP_WALK_FN_READ 48
+#define NUPP_WALK_PT_READ 80
+#define NUPP_WALK_L_READ 96   /* lua_State: base, stack, stacksize, cframe */
+#define NUPP_WALK_G_SPAN 248  /* global_State: vmstate .. cur_L, jit_base in one read */
+
+/* Iterations of the walk: frames, plus vararg pseudo-frames, dummy frames, separators. */
+#define NUPP_WALK_MAX_ITER (2 * NUPP_SMP_MAX_DEPTH + 8)
+
+/* Walk result: RUN while walking, then DONE or a loss reason (enum nupp_lost + 1). */
+enum nupp_walk_result {
+	NUPP_WALK_RUN = 0,
+	NUPP_WALK_DONE = 1,
+	NUPP_WALK_READ_FAULT = 2, /* NUPP_LOST_READ_FAULT */
+	NUPP_WALK_BAD_FRAME = 3,  /* NUPP_LOST_BAD_FRAME */
+	NUPP_WALK_TRUNCATED = 4,  /* NUPP_LOST_TRUNCATED */
+};
+
+/* How the start frame and leaf PC were chosen (§4.4). */
+enum nupp_walk_mode { NUPP_WALK_MEM = 0, NUPP_WALK_REGS = 1, NUPP_WALK_TRACE = 2 };
+
+/* The walker's state; the stack it fills is the stacks map value. */
+struct nupp_walk {
+	__u64 g, L;        /* global_State, the lua_State being walked */
+	__u64 frame;       /* address of the current frame's link slot (base - 8) */
+	__u64 bot;         /* stop when frame <= bot (tvref(L->stack) + LJ_FR2) */
+	__u64 pc_above;    /* return PC (or contpc) from the link of the frame above, 0 none */
+	__u64 leaf_pc[2];  /* leaf PC candidates (rbx, SAVE_PC), first frame of a segment only */
+	__u64 rbx;         /* interpreter PC register, for the call/return window rule */
+	__u64 lbase;       /* L->base at the start (registers mode) */
+	__u64 hash;        /* FNV-style hash of the emitted frames */
+	__u32 max_depth;   /* frames to emit at most (<= NUPP_SMP_MAX_DEPTH) */
+	__u32 iter;        /* frames visited in the current lua_State (0 = leaf) */
+	__u32 mode;        /* enum nupp_walk_mode */
+	__u32 skip;        /* the next frame is a vararg pseudo-frame */
+	__s32 result;      /* enum nupp_walk_result */
+	__u32 coro;        /* coroutine levels chained */
+	__u32 why;         /* source line of the walker that ended the walk (diagnosis) */
+	__u32 strict;      /* INTERP but not walked from registers: the leaf must match rbx */
+	unsigned char gbuf[256 + 8];  /* global_State from its lowest field read at start */
+	unsigned char Lbuf[128 + 8];  /* lua_State (NUPP_WALK_L_READ bytes) */
+	unsigned char fnbuf[64 + 8];  /* the current GCfunc (NUPP_WALK_FN_READ bytes) */
+	unsigned char ptbuf[128 + 8]; /* the current GCproto (NUPP_WALK_PT_READ bytes) */
+	struct nupp_smp_stack st;
+};
+
+/* Lowest and one-past-highest byte of the global_State fields read at start. */
+NUPP_WALK_INLINE __u32 nupp_walk_g_lo(const struct nupp_lj_layout *lo)
+{
+	__u32 a = lo->g_vmstate < lo->g_cur_L ? lo->g_vmstate : lo->g_cur_L;
+
+	return a < lo->g_jit_base ? a : lo->g_jit_base;
+}
+
+/* Can the walker read this layout's fields from its one-read buffers? */
+NUPP_WALK_INLINE int nupp_walk_layout_ok(const struct nupp_lj_layout *lo)
+{
+	__u32 glo = nupp_walk_g_lo(lo);
+
+	return lo->g_vmstate + 4 - glo <= NUPP_WALK_G_SPAN && lo->g_cur_L + 8 - glo <= NUPP_WALK_G_SPAN &&
+	       lo->g_jit_base + 8 - glo <= NUPP_WALK_G_SPAN && lo->L_base + 8 <= NUPP_WALK_L_READ &&
+	       lo->L_stack + 8 <= NUPP_WALK_L_READ && lo->L_stacksize + 4 <= NUPP_WALK_L_READ &&
+	       lo->L_cframe + 8 <= NUPP_WALK_L_READ && lo->fn_gct < NUPP_WALK_FN_READ && lo->fn_ffid < NUPP_WALK_FN_READ &&
+	       lo->fn_pc + 8 <= NUPP_WALK_FN_READ && lo->fn_cf + 8 <= NUPP_WALK_FN_READ &&
+	       lo->pt_sizebc + 4 <= NUPP_WALK_PT_READ && lo->pt_chunkname + 8 <= NUPP_WALK_PT_READ &&
+	       lo->pt_firstline + 4 <= NUPP_WALK_PT_READ && lo->tv_size == 8 && lo->fr2 == 1;
+}
+
+/* A 64-bit field of a read buffer (offsets masked for the verifier). */
+NUPP_WALK_INLINE __u64 nupp_walk_u64(const unsigned char *b, __u32 off, __u32 mask)
+{
+	__u64 v;
+
+	__builtin_memcpy(&v, b + (off & mask), 8);
+	return v;
+}
+
+/* A 32-bit field of a read buffer. */
+NUPP_WALK_INLINE __u32 nupp_walk_u32(const unsigned char *b, __u32 off, __u32 mask)
+{
+	__u32 v;
+
+	__builtin_memcpy(&v, b + (off & mask), 4);
+	return v;
+}
+
+/* Mixes one 64-bit word into the stack hash. */
+NUPP_WALK_INLINE __u64 nupp_walk_mix(__u64 h, __u64 v)
+{
+	h ^= v;
+	h *= 0x100000001b3ull;
+	return h ^ (h >> 29);
+}
+
+/* Maps a vmstate value to the sample's state (enum nupp_smp_state). */
+NUPP_WALK_INLINE __u32 nupp_walk_state(const struct nupp_lj_layout *lo, __s32 vmstate)
+{
+	if (vmstate >= 0)
+		return NUPP_SMP_COMPILED;
+	if (vmstate == lo->vmst_interp)
+		return NUPP_SMP_INTERPRETED;
+	if (vmstate == lo->vmst_c)
+		return NUPP_SMP_CCODE;
+	if (vmstate == lo->vmst_gc)
+		return NUPP_SMP_COLLECTING;
+	return NUPP_SMP_COMPILING; /* EXIT, RECORD, OPT, ASM (lj_obj.h:528-537) */
+}
+
+/* Appends a frame (innermost first); stops the walk with TRUNCATED when full. */
+NUPP_WALK_INLINE int nupp_walk_emit(struct nupp_walk *w, __u8 kind, __u64 ptr, __u64 chunk,
+				    __s32 firstline, __u32 sizebc, __s32 pos, __u8 link)
+{
+	__u32 d = w->st.depth;
+	struct nupp_smp_frame *f;
+
+	if (d >= w->max_depth || d >= NUPP_SMP_MAX_DEPTH) {
+		w->result = NUPP_WALK_TRUNCATED;
+		return -1;
+	}
+	f = &w->st.frames[d & (NUPP_SMP_MAX_DEPTH - 1)];
+	f->ptr = ptr;
+	f->chunkname = chunk;
+	f->firstline = firstline;
+	f->sizebc = sizebc;
+	f->pos = pos;
+	f->kind = kind;
+	f->link = link;
+	f->pad = 0;
+	w->hash = nupp_walk_mix(w->hash, ptr ^ ((__u64)kind << 56));
+	w->hash = nupp_walk_mix(w->hash, chunk ^ ((__u64)(__u32)pos << 32) ^ (__u32)firstline);
+	w->hash = nupp_walk_mix(w->hash, ((__u64)sizebc << 8) | link);
+	w->st.depth = d + 1;
+	return 0;
+}
+
+/* Sets the link type of the last emitted frame (a vararg frame's real caller link). */
+NUPP_WALK_INLINE void nupp_walk_relink(struct nupp_walk *w, __u8 link)
+{
+	__u32 d = w->st.depth;
+
+	if (d > 0 && d <= NUPP_SMP_MAX_DEPTH) {
+		w->st.frames[(d - 1) & (NUPP_SMP_MAX_DEPTH - 1)].link = link;
+		w->hash = nupp_walk_mix(w->hash, 0x5a00u | link);
+	}
+}
+
+/* Is pc the return PC (one past an instruction) inside bytecode [bc, bc + 4*sizebc)? */
+NUPP_WALK_INLINE int nupp_walk_pc_in(__u64 pc, __u64 bc, __u32 sizebc)
+{
+	return pc > bc && pc <= bc + 4ull * sizebc && !(pc & 3);
+}
+
+/* At the bottom of a lua_State's stack: the main thread ends the walk; a coroutine
+ * continues in the lua_State that resumed it via coroutine.resume/wrap (§8,
+ * vm_x64.dasc:1511-1536, 572-577). A coroutine whose resumer cannot be validated
+ * (lua_resume from C, a yield in progress) ends with a [coroutine] separator as root. */
+NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_layout *lo)
+{
+	__u64 cf = 0, prev = 0, pcf, pL = 0, pcfr = 0, glref = 0, base = 0, stack = 0, spc = 0;
+	int k;
+
+	if (w->L == w->g + (__s64)lo->gg_g2l) {
+		w->result = NUPP_WALK_DONE; /* the main thread's bottom (lj_state.c:134-136) */
+		return 1;
+	}
+	if (NUPP_WALK_READ(&cf, 8, w->L + lo->L_cframe))
+		NUPP_WALK_GOTO(fault);
+	cf &= lo->cframe_rawmask;
+	if (!cf)
+		goto unchained;
+	/* The outermost C frame of the coroutine is the one with SAVE_CFRAME == 0 (the
+	 * recorder's or a lua_call's C frames sit above it). */
+	for (k = 0; k < 4; k++) {
+		if (NUPP_WALK_READ(&prev, 8, cf + lo->cframe_ofs_prev))
+			NUPP_WALK_GOTO(fault);
+		if (!prev)
+			break;
+		cf = prev & lo->cframe_rawmask;
+	}
+	if (prev)
+		goto unchained;
+	/* vm_resume pushed CFRAME_SIZE bytes below the resumer's C frame. */
+	pcf = cf + lo->cframe_size;
+	if (NUPP_WALK_READ(&pL, 8, pcf + lo->cframe_ofs_L) || !pL || (pL & 7))
+		goto unchained;
+	if (NUPP_WALK_READ(&pcfr, 8, pL + lo->L_cframe) || (pcfr & lo->cframe_rawmask) != pcf)
+		goto unchained;
+	if (NUPP_WALK_READ(&glref, 8, pL + lo->L_glref) || glref != w->g)
+		goto unchained;
+	if (w->coro >= NUPP_SMP_MAX_CORO) {
+		w->result = NUPP_WALK_TRUNCATED;
+		return 1;
+	}
+	if (NUPP_WALK_READ(&base, 8, pL + lo->L_base) || NUPP_WALK_READ(&stack, 8, pL + lo->L_stack) ||
+	    NUPP_WALK_READ(&spc, 8, pcf + lo->cframe_ofs_pc))
+		NUPP_WALK_GOTO(fault);
+	if (nupp_walk_emit(w, NUPP_SMP_CORO, w->L, 0, 0, 0, -1, 0))
+		return 1;
+	w->coro++;
+	w->L = pL;
+	w->frame = base - lo->tv_size;
+	w->bot = stack + (__u64)lo->tv_size * lo->fr2;
+	w->pc_above = 0;
+	w->leaf_pc[0] = spc;
+	w->leaf_pc[1] = 0;
+	w->iter = 0;
+	w->mode = NUPP_WALK_MEM;
+	w->skip = 0;
+	return 0;
+unchained:
+	if (nupp_walk_emit(w, NUPP_SMP_CORO, w->L, 0, 0, 0, -1, 0))
+		return 1;
+	w->result = NUPP_WALK_DONE;
+	return 1;
+fault:
+	w->result = NUPP_WALK_READ_FAULT;
+	return 1;
+}
+
+/* One step of the bounded walk (§4.5): emits the current frame and moves to the one
+ * below. Returns 1 when the walk is over (w->result says why), 0 to continue. */
+NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_layout *lo)
+{
+	__u64 frame = w->frame, link = 0, fnv = 0, fn, bc = 0, pc = 0, chunk = 0, next, hdr[2];
+	__u64 gg = w->g + (__s64)lo->gg_g2l, tvsz = lo->tv_size;
+	__u32 sizebc = 0, ins = 0, t;
+	__s32 firstline = 0, pos = -1;
+	__u8 gct = 0, ffid = 0, skip = w->skip, lt;
+	int first = w->iter == 0;
+
+	if (w->result != NUPP_WALK_RUN)
+		return 1;
+	if (frame <= w->bot)
+		return nupp_walk_chain(w, lo);
+	w->skip = 0;
+	/* FR2 frame header: [frame-8] function TValue, [frame] link (lj_frame.h:33-51). */
+	if (NUPP_WALK_READ(hdr, 16, frame - tvsz))
+		NUPP_WALK_GOTO(fault);
+	fnv = hdr[0];
+	link = hdr[1];
+	lt = (link & lo->frame_type) == lo->frame_lua ? (__u8)lo->frame_lua : (__u8)(link & lo->frame_typep);
+	fn = fnv & lo->gcvmask;
+	if (fn == w->L)
+		goto step; /* dummy frame (lj_debug.c:30-31) */
+	if (!fn || NUPP_WALK_READ(w->fnbuf, NUPP_WALK_FN_READ, fn))
+		NUPP_WALK_GOTO(window);
+	gct = w->fnbuf[lo->fn_gct & 63];
+	if (gct != lo->gct_func)
+		NUPP_WALK_GOTO(window);
+	ffid = w->fnbuf[lo->fn_ffid & 63];
+	if (ffid == lo->ff_lua) {
+		__u64 pt;
+
+		bc = nupp_walk_u64(w->fnbuf, lo->fn_pc, 63);
+		pt = bc - lo->pt_size;
+		if (NUPP_WALK_READ(w->ptbuf, NUPP_WALK_PT_READ, pt))
+			NUPP_WALK_GOTO(fault);
+		sizebc = nupp_walk_u32(w->ptbuf, lo->pt_sizebc, 127);
+		if (nupp_walk_pc_in(w->pc_above, bc, sizebc))
+			pc = w->pc_above;
+		else if (first && w->leaf_pc[0] == bc && w->mode == NUPP_WALK_REGS)
+			pc = bc + lo->bcins_size; /* ins_call just loaded fn->pc: at FUNCF, pos 0 */
+		else if (first && nupp_walk_pc_in(w->leaf_pc[0], bc, sizebc))
+			pc = w->leaf_pc[0];
+		else if (first && w->mode == NUPP_WALK_MEM && !w->strict &&
+			 nupp_walk_pc_in(w->leaf_pc[1], bc, sizebc))
+			pc = w->leaf_pc[1];
+		if (!pc && !skip) {
+			/* Registers mode, leaf: rbx outside the function = call/return window. */
+			if (first && w->mode == NUPP_WALK_REGS)
+				NUPP_WALK_GOTO(window);
+			/* INTERP in a C helper: a base whose leaf does not hold rbx is stale. */
+			if (first && w->strict)
+				NUPP_WALK_GOTO(bad);
+			/* A Lua caller reached through a Lua or continuation link must contain
+			 * the return PC: a stale or garbage link is refused, never guessed. */
+			if (!first && w->pc_above)
+				NUPP_WALK_GOTO(bad);
+			/* Leaf in memory mode without a PC, a trace's start frame (the PC
+			 * comes from the snapshot), or a frame called from C: no position. */
+		}
+		if (!skip) {
+			chunk = nupp_walk_u64(w->ptbuf, lo->pt_chunkname, 127);
+			firstline = (__s32)nupp_walk_u32(w->ptbuf, lo->pt_firstline, 127);
+			if (pc)
+				pos = (__s32)((pc - bc) / 4) - 1;
+			if (nupp_walk_emit(w, NUPP_SMP_LUA, pt, chunk, firstline, sizebc, pos,
+					   lt))
+				return 1;
+		}
+	} else if (!skip) {
+		/* In registers mode an ASM fast function runs with rbx = &GG->bcff[i]+4 and a
+		 * C function's PC is inside global_State (vm_x64.dasc:232-239); in vm_call's
+		 * entry (lua_call from a C function) rdx is the synced L->base of that C
+		 * function and rbx the typed C link being built (not a bytecode address):
+		 * anything else means [rdx-16] is a result in a return window. */
+		if (first && (w->mode == NUPP_WALK_REGS || w->strict) && !(w->rbx >= gg && w->rbx < gg + lo->gg_size) &&
+		    !(w->mode == NUPP_WALK_REGS && w->lbase == frame + tvsz &&
+		      (w->rbx & lo->frame_type) != lo->frame_lua))
+			NUPP_WALK_GOTO(window);
+		if (ffid == lo->ff_c) {
+			__u64 cf = 0;
+
+			cf = nupp_walk_u64(w->fnbuf, lo->fn_cf, 63);
+			if (nupp_walk_emit(w, NUPP_SMP_C, cf, 0, 0, 0, -1, lt))
+				return 1;
+		} else if (nupp_walk_emit(w, NUPP_SMP_FF, ffid, 0, 0, 0, -1, lt)) {
+			return 1;
+		}
+	}
+	goto step;
+
+window:
+	/* §4.4 rule (c): in a BC_CALL/BC_RET window of the leaf, rbx is the caller's return
+	 * PC: use it as the link; the caller must contain it (checked at the next frame). */
+	if (!(first && w->mode == NUPP_WALK_REGS))
+		NUPP_WALK_GOTO(bad);
+	/* In vm_call_dispatch_f (ins_call) rbx is the typed C/CP link about to be stored. */
+	link = w->rbx;
+	if (!link)
+		NUPP_WALK_GOTO(bad);
+	skip = 0;
+
+step:
+	if ((link & lo->frame_type) == lo->frame_lua) {
+		/* frame_prevl: below by 1 + LJ_FR2 + A of the CALL before the return PC
+		 * (lj_frame.h:108). */
+		if (NUPP_WALK_READ(&ins, 4, link - lo->bcins_size))
+			NUPP_WALK_GOTO(fault);
+		next = frame - tvsz * (1 + lo->fr2 + ((ins >> lo->bc_a_shift) & 0xff));
+		w->pc_above = link;
+		if (skip)
+			nupp_walk_relink(w, (__u8)lo->frame_lua);
+	} else {
+		t = (__u32)(link & lo->frame_typep);
+		w->pc_above = 0;
+		if (t == lo->frame_cont && NUPP_WALK_READ(&w->pc_above, 8, frame - 2 * tvsz))
+			NUPP_WALK_GOTO(fault); /* frame_contpc (lj_frame.h:87-106) */
+		if (t == lo->frame_varg)
+			w->skip = 1; /* the pseudo-frame below repeats the call (lj_debug.c:40-42) */
+		else if (skip)
+			nupp_walk_relink(w, (__u8)t);
+		next = frame - (link & ~(__u64)lo->frame_typep); /* frame_prevd (lj_frame.h:85) */
+	}
+	if (next >= frame || (next & 7))
+		NUPP_WALK_GOTO(bad); /* links only go down the stack: a cycle or garbage */
+	w->frame = next;
+	w->iter++;
+	return 0;
+bad:
+	w->result = NUPP_WALK_BAD_FRAME;
+	return 1;
+fault:
+	w->result = NUPP_WALK_READ_FAULT;
+	return 1;
+}
+
+/* The registers a sample starts from. */
+struct nupp_walk_regs {
+	__u64 ip, rbx, rdx, rbp, r14;
+};
+
+/* Where the start frame's base comes from: the rules of §4.4, or a retry. */
+enum nupp_walk_base {
+	NUPP_WALK_BASE_AUTO = 0, /* jit_base, else registers (rdx/rbx), else L->base */
+	NUPP_WALK_BASE_L = 1,    /* L->base (synced before calls, §4.3) */
+	NUPP_WALK_BASE_RBP = 2,  /* rbp: BASE saved by the VM around non-syncing C helpers */
+};
+
+/* Picks the start frame and leaf PC (§4.4) and resets the walk. Returns 0, or the walk
+ * result (READ_FAULT, BAD_FRAME) when the VM state or the chosen base is unusable. */
+NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 g,
+				     const struct nupp_walk_regs *r, __u32 max_depth, __u32 how, __s32 *vmstate)
+{
+	__u64 L = 0, jit_base = 0, base = 0, stack = 0, cf = 0, spc = 0, top, lbase;
+	__u32 stacksize = 0, glo;
+	__s32 vms = 0;
+
+	w->g = g;
+	w->hash = 0xcbf29ce484222325ull;
+	w->max_depth = max_depth;
+	w->iter = 0;
+	w->skip = 0;
+	w->coro = 0;
+	w->why = 0;
+	w->strict = 0;
+	w->result = NUPP_WALK_RUN;
+	w->pc_above = 0;
+	w->leaf_pc[0] = w->leaf_pc[1] = 0;
+	w->rbx = r->rbx;
+	w->lbase = 0;
+	w->st.depth = 0;
+	w->st.flags = 0;
+	w->st.traceno = 0;
+	w->st.mcofs = 0;
+	w->st.trace = 0;
+	w->st.mcode = 0;
+	if (!nupp_walk_layout_ok(lo))
+		return NUPP_WALK_BAD_FRAME;
+	/* One read for vmstate, cur_L and jit_base, one for the lua_State fields. */
+	glo = nupp_walk_g_lo(lo);
+	if (NUPP_WALK_READ(w->gbuf, NUPP_WALK_G_SPAN, g + glo))
+		return NUPP_WALK_READ_FAULT;
+	vms = (__s32)nupp_walk_u32(w->gbuf, lo->g_vmstate - glo, 255);
+	L = nupp_walk_u64(w->gbuf, lo->g_cur_L - glo, 255);
+	jit_base = nupp_walk_u64(w->gbuf, lo->g_jit_base - glo, 255);
+	if (!L || NUPP_WALK_READ(w->Lbuf, NUPP_WALK_L_READ, L))
+		return NUPP_WALK_READ_FAULT;
+	*vmstate = vms;
+	w->L = L;
+	stack = nupp_walk_u64(w->Lbuf, lo->L_stack, 127);
+	stacksize = nupp_walk_u32(w->Lbuf, lo->L_stacksize, 127);
+	lbase = nupp_walk_u64(w->Lbuf, lo->L_base, 127);
+	w->bot = stack + (__u64)lo->tv_size * lo->fr2;
+	top = stack + (__u64)lo->tv_size * stacksize;
+	if (how == NUPP_WALK_BASE_AUTO && jit_base) {
+		/* On a trace (also its C helpers, GC from a trace and the head window):
+		 * memory is intact from jit_base down (§5.1). */
+		w->mode = NUPP_WALK_TRACE;
+		w->frame = jit_base - lo->tv_size;
+		w->st.flags = NUPP_SMP_F_TRACE;
+		return 0;
+	}
+	if (how == NUPP_WALK_BASE_AUTO && vms == lo->vmst_interp && r->ip >= lo->vm_begin && r->ip < lo->vm_end &&
+	    r->r14 == g - (__s64)lo->gg_disp2g && r->rdx > w->bot && r->rdx <= top) {
+		/* Interpreter code: BASE in rdx, PC in rbx (vm_x64.dasc:21,30-32). */
+		w->mode = NUPP_WALK_REGS;
+		w->lbase = lbase;
+		w->frame = r->rdx - lo->tv_size;
+		w->leaf_pc[0] = r->rbx;
+		w->st.flags = NUPP_SMP_F_REGS;
+		return 0;
+	}
+	/* C, GC, EXIT, RECORD/OPT/ASM, INTERP in a C helper: L->base is synced (§4.3),
+	 * except in the few helpers called without a sync, where rbp holds BASE. */
+	w->mode = NUPP_WALK_MEM;
+	w->strict = vms == lo->vmst_interp;
+	if (how == NUPP_WALK_BASE_RBP ||
+	    (how == NUPP_WALK_BASE_AUTO && w->strict && (r->ip < lo->vm_begin || r->ip >= lo->vm_end))) {
+		base = r->rbp;
+		w->st.flags = NUPP_SMP_F_RBP;
+	} else {
+		base = lbase;
+		w->st.flags = NUPP_SMP_F_LBASE;
+	}
+	if (w->strict)
+		w->st.flags |= NUPP_SMP_F_STRICT;
+	if (base <= w->bot || base > top || (base & 7))
+		return NUPP_WALK_BAD_FRAME;
+	cf = nupp_walk_u64(w->Lbuf, lo->L_cframe, 127) & lo->cframe_rawmask;
+	if (cf && NUPP_WALK_READ(&spc, 8, cf + lo->cframe_ofs_pc))
+		spc = 0;
+	w->frame = base - lo->tv_size;
+	w->leaf_pc[0] = r->rbx;
+	w->leaf_pc[1] = spc;
+	return 0;
+}
+
+/* The start base to retry with after a failed walk, 0 for none (a retry is validated
+ * like the first attempt): after registers or rbp, L->base. */
+NUPP_WALK_INLINE __u32 nupp_walk_retry(const struct nupp_walk *w, const struct nupp_lj_layout *lo, __s32 vmstate,
+				       __u32 attempt)
+{
+	if (attempt > 0 || w->mode == NUPP_WALK_TRACE)
+		return 0;
+	/* Registers failed (an entry/exit window of the VM), or rbp was not BASE. */
+	if (w->mode == NUPP_WALK_REGS || w->strict)
+		return NUPP_WALK_BASE_L;
+	return 0;
+}
+
+/* Records where a trace sample was: trace number, GCtrace*, mcode and offset (§5.3).
+ * traces = J->trace (GCRef array); vmstate >= 0 is the running trace. */
+NUPP_WALK_INLINE void nupp_walk_trace(struct nupp_walk *w, const struct nupp_lj_layout *lo, __s32 vmstate,
+				      __u64 ip)
+{
+	__u64 J = w->g + (__s64)lo->gg_g2j, arr = 0, T = 0, mcode = 0;
+	__u32 size = 0, sz = 0;
+
+	if (vmstate < 0 || NUPP_WALK_READ(&arr, 8, J + lo->J_trace) ||
+	    NUPP_WALK_READ(&size, 4, J + lo->J_sizetrace) || (__u32)vmstate >= size)
+		return;
+	if (NUPP_WALK_READ(&T, 8, arr + 8ull * (__u32)vmstate) || !T)
+		return;
+	if (NUPP_WALK_READ(&mcode, 8, T + lo->T_mcode) || NUPP_WALK_READ(&sz, 4, T + lo->T_szmcode))
+		return;
+	w->st.traceno = (__u32)vmstate;
+	w->st.trace = T;
+	w->st.mcode = mcode;
+	if (ip >= mcode && ip < mcode + sz) {
+		w->st.mcofs = (__u32)(ip - mcode);
+		w->st.flags |= NUPP_SMP_F_MCODE;
+	}
+	w->hash = nupp_walk_mix(w->hash, T ^ ((__u64)w->st.traceno << 48));
+	w->hash = nupp_walk_mix(w->hash, mcode + w->st.mcofs + ((__u64)w->st.flags << 56));
+}
+
+/* Walks the whole stack with a plain bounded loop (host C; BPF uses bpf_loop). */
+NUPP_WALK_INLINE int nupp_walk_run(struct nupp_walk *w, const struct nupp_lj_layout *lo)
+{
+	int i;
+
+	for (i = 0; i < NUPP_WALK_MAX_ITER; i++)
+		if (nupp_walk_step(w, lo))
+			break;
+	if (w->result == NUPP_WALK_RUN)
+		w->result = NUPP_WALK_TRUNCATED;
+	if (w->result == NUPP_WALK_DONE && !w->st.depth)
+		w->result = NUPP_WALK_BAD_FRAME; /* no frame at all is not a stack */
+	return w->result;
+}
+
+#endif /* NUPP_WALK_H */

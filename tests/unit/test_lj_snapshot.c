@@ -1,0 +1,170 @@
+/* Trace samples to source positions: the rightmost snapshot search, and the decoding of
+ * a real trace compiled in-process (leaf PC from the snapshot, inlined frames from the
+ * FR2 link slots), with the cache dropped when the trace is freed. */
+#include <check.h>
+#include <errno.h>
+#include <string.h>
+
+#include "lua.h"
+#include "lauxlib.h"
+#include "lualib.h"
+#include "lj_obj.h"
+#include "lj_bc.h"
+#include "lj_frame.h"
+#include "lj_jit.h"
+#include "lj_dispatch.h"
+#include "lj_debug.h"
+
+#include "../../user/sampler_internal.h"
+
+extern const struct nupp_lj_layout luajit_bpf_layout;
+
+START_TEST(snap_search_is_rightmost_le)
+{
+	const __u16 mcofs[] = { 0, 10, 20, 40 };
+
+	ck_assert_int_eq(nupp_snap_search(mcofs, 4, 0), 0);
+	ck_assert_int_eq(nupp_snap_search(mcofs, 4, 9), 0);
+	ck_assert_int_eq(nupp_snap_search(mcofs, 4, 10), 1);
+	ck_assert_int_eq(nupp_snap_search(mcofs, 4, 39), 2);
+	ck_assert_int_eq(nupp_snap_search(mcofs, 4, 40), 3);
+	ck_assert_int_eq(nupp_snap_search(mcofs, 4, 5000), 3);
+	ck_assert_int_eq(nupp_snap_search(mcofs, 1, 7), 0);
+	ck_assert_int_eq(nupp_snap_search(mcofs, 0, 7), -1);
+}
+END_TEST
+
+static const char *chunk =
+	"local function inner(t, i) local v = t[i % 64 + 1]; if v > 1e9 then v = 0 end; return v * 2 end\n"
+	"local function hot(n, t) local s = 0; for i = 1, n do s = s + inner(t, i) end; return s end\n"
+	"local t = {}; for i = 1, 64 do t[i] = i end\n"
+	"hot(200000, t)\n"
+	"return hot, inner\n";
+
+static int fail_reads;
+
+/* Reads this process's memory (the trace is ours), or fails on demand. */
+static int self_read(void *ctx, __u64 addr, void *buf, size_t len)
+{
+	if (fail_reads)
+		return -EFAULT;
+	memcpy(buf, (const void *)(uintptr_t)addr, len);
+	return 0;
+}
+
+/* Frame of a Lua proto. */
+static struct nupp_smp_frame lua_frame(GCproto *pt, int pos)
+{
+	struct nupp_smp_frame f = { 0 };
+
+	f.kind = NUPP_SMP_LUA;
+	f.ptr = (__u64)(uintptr_t)pt;
+	f.chunkname = (__u64)(uintptr_t)gcref(pt->chunkname);
+	f.firstline = pt->firstline;
+	f.sizebc = pt->sizebc;
+	f.pos = pos;
+	f.link = FRAME_LUA;
+	return f;
+}
+
+START_TEST(trace_snapshots_give_lines_and_inlined_frames)
+{
+	lua_State *L = luaL_newstate();
+	GCproto *phot, *pinner;
+	jit_State *J;
+	GCtrace *T = NULL;
+	struct nupp_traces *tc;
+	struct nupp_smp_stack st;
+	struct nupp_smp_frame out[NUPP_SMP_MAX_DEPTH + 16];
+	TraceNo i;
+	SnapNo s;
+	int n, with_inner = 0, checked = 0;
+
+	luaL_openlibs(L);
+	ck_assert_int_eq(luaL_loadbuffer(L, chunk, strlen(chunk), "=snaptest"), 0);
+	ck_assert_int_eq(lua_pcall(L, 0, 2, 0), 0);
+	phot = funcproto((GCfunc *)lua_topointer(L, 1));
+	pinner = funcproto((GCfunc *)lua_topointer(L, 2));
+	J = G2J(G(L));
+	for (i = 1; i < J->sizetrace; i++) {
+		GCtrace *t = traceref(J, i);
+
+		if (t && gcref(t->startpt) == obj2gco(phot) && t->linktype == LJ_TRLINK_LOOP)
+			T = t;
+	}
+	ck_assert_msg(T != NULL, "no loop trace for hot()");
+	tc = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
+	ck_assert_int_eq(nupp_traces_add(tc, (__u64)(uintptr_t)T, T->traceno), 0);
+	memset(&st, 0, sizeof(st));
+	st.depth = 2;
+	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
+	st.traceno = T->traceno;
+	st.trace = (__u64)(uintptr_t)T;
+	st.mcode = (__u64)(uintptr_t)T->mcode;
+	st.frames[0] = lua_frame(phot, -1);
+	st.frames[1] = lua_frame(phot, 3); /* stands for the caller chain */
+	for (s = 0; s < T->nsnap; s++) {
+		/* a sample in the code of snapshot s (before the next one starts) */
+		st.mcofs = T->snap[s].mcofs;
+		if (s + 1 < T->nsnap && T->snap[s + 1].mcofs == st.mcofs)
+			continue;
+		n = nupp_traces_expand(tc, &st, out, (int)(sizeof(out) / sizeof(out[0])));
+		ck_assert_int_ge(n, 2);
+		if (n == 3) {
+			/* inner() inlined: its own frame, hot() at the CALL on line 2 */
+			ck_assert_uint_eq(out[0].ptr, (__u64)(uintptr_t)pinner);
+			ck_assert_int_eq(lj_debug_line(pinner, (BCPos)out[0].pos), 1);
+			ck_assert_uint_eq(out[1].ptr, (__u64)(uintptr_t)phot);
+			ck_assert_int_eq(bc_op(proto_bc(phot)[out[1].pos]), BC_CALL);
+			ck_assert_int_eq(lj_debug_line(phot, (BCPos)out[1].pos), 2);
+			with_inner++;
+		} else {
+			ck_assert_int_eq(n, 2);
+			ck_assert_uint_eq(out[0].ptr, (__u64)(uintptr_t)phot);
+			ck_assert_int_ge(out[0].pos, 0);
+			ck_assert_int_eq(lj_debug_line(phot, (BCPos)out[0].pos), 2);
+		}
+		ck_assert_int_eq(out[n - 1].pos, 3); /* the caller chain is kept */
+		checked++;
+	}
+	ck_assert_int_gt(checked, 1);
+	ck_assert_int_gt(with_inner, 0);
+
+	/* a sample in a C helper called from the trace: frames kept, no leaf position */
+	st.flags = NUPP_SMP_F_TRACE;
+	ck_assert_int_eq(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), 2);
+	ck_assert_int_eq(out[0].pos, -1);
+
+	/* freed: dropped at the purge; the memory cannot be read any more -> unknown */
+	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
+	nupp_traces_kill(tc, (__u64)(uintptr_t)T);
+	ck_assert_int_ge(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), 2); /* until purged */
+	nupp_traces_purge(tc);
+	fail_reads = 1;
+	ck_assert_int_eq(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	fail_reads = 0;
+	/* another trace at the same address (different number): not confused */
+	st.traceno = T->traceno + 1;
+	ck_assert_int_lt(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), 0);
+	nupp_traces_free(tc);
+	lua_close(L);
+}
+END_TEST
+
+/* Runs the suite. */
+int main(void)
+{
+	Suite *su = suite_create("snapshot");
+	TCase *tc = tcase_create("snapshot");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, snap_search_is_rightmost_le);
+	tcase_add_test(tc, trace_snapshots_give_lines_and_inlined_frames);
+	suite_add_tcase(su, tc);
+	sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

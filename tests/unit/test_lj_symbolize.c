@@ -1,0 +1,256 @@
+/* Frame names as jit.p gives them (luajit -jp=F), derived from real prototypes of an
+ * in-process LuaJIT: caller-bytecode names (local, global, field, method, metamethod),
+ * firstline fallback, lines mode, builtins, C functions, modules, fingerprint checks. */
+#include <check.h>
+#include <errno.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "lua.h"
+#include "lauxlib.h"
+#include "lualib.h"
+#include "lj_obj.h"
+#include "lj_bc.h"
+#include "lj_frame.h"
+
+#include "../../user/sampler_internal.h"
+
+extern const struct nupp_lj_layout luajit_bpf_layout;
+
+static const char *chunk =
+	"local function foo() end\n"                       /* 1 */
+	"function gfoo() end\n"                            /* 2 */
+	"local t = { m = function() end }\n"               /* 3 */
+	"local mt = { __index = function() end }\n"        /* 4 */
+	"local o = setmetatable({}, mt)\n"                 /* 5 */
+	"local function caller()\n"                        /* 6 */
+	"  foo()\n"                                        /* 7 */
+	"  gfoo()\n"                                       /* 8 */
+	"  t.m()\n"                                        /* 9 */
+	"  t:m()\n"                                        /* 10 */
+	"  local x = o.y\n"                                /* 11 */
+	"  return x\n"                                     /* 12 */
+	"end\n"                                            /* 13 */
+	"return caller, foo, gfoo, t.m, mt.__index\n";
+
+static lua_State *L;
+static GCproto *pcaller, *pfoo, *pgfoo, *pm, *pidx;
+static struct nupp_sym *sym;
+
+/* Reads this process's own memory: the target is us. */
+static int self_read(void *ctx, __u64 addr, void *buf, size_t len)
+{
+	memcpy(buf, (const void *)(uintptr_t)addr, len);
+	return 0;
+}
+
+/* A C function named by its ELF symbol. */
+int test_cfunc_marker(lua_State *Ls)
+{
+	return 0;
+}
+
+/* The proto of the function at stack index i. */
+static GCproto *proto_at(int i)
+{
+	return funcproto((GCfunc *)lua_topointer(L, i));
+}
+
+/* Frame of a Lua proto at bytecode position pos, called through link. */
+static struct nupp_smp_frame lua_frame(GCproto *pt, int pos, int link)
+{
+	struct nupp_smp_frame f = { 0 };
+
+	f.kind = NUPP_SMP_LUA;
+	f.ptr = (__u64)(uintptr_t)pt;
+	f.chunkname = (__u64)(uintptr_t)gcref(pt->chunkname);
+	f.firstline = pt->firstline;
+	f.sizebc = pt->sizebc;
+	f.pos = pos;
+	f.link = (__u8)link;
+	return f;
+}
+
+/* Position of the n-th (0-based) instruction with opcode op in pt. */
+static int nth_op(GCproto *pt, BCOp op, int n)
+{
+	MSize i;
+
+	for (i = 0; i < pt->sizebc; i++)
+		if (bc_op(proto_bc(pt)[i]) == op && n-- == 0)
+			return (int)i;
+	return -1;
+}
+
+/* Loads the chunk once. */
+static void setup(void)
+{
+	L = luaL_newstate();
+	luaL_openlibs(L);
+	ck_assert_int_eq(luaL_loadbuffer(L, chunk, strlen(chunk), "=symtest"), 0);
+	ck_assert_int_eq(lua_pcall(L, 0, 5, 0), 0);
+	pcaller = proto_at(1);
+	pfoo = proto_at(2);
+	pgfoo = proto_at(3);
+	pm = proto_at(4);
+	pidx = proto_at(5);
+	sym = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+	ck_assert_ptr_nonnull(sym);
+}
+
+/* Frees it. */
+static void teardown(void)
+{
+	nupp_sym_free(sym);
+	lua_close(L);
+}
+
+/* Names callee called at caller position pos through link. */
+static const char *name_of(GCproto *callee, int pos, int link, char *buf, size_t size)
+{
+	struct nupp_smp_frame f = lua_frame(callee, 0, link), c = lua_frame(pcaller, pos, FRAME_LUA);
+
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, &c, buf, size), 0);
+	return buf;
+}
+
+START_TEST(names_come_from_the_callers_bytecode)
+{
+	char b[256];
+
+	ck_assert_str_eq(name_of(pfoo, nth_op(pcaller, BC_CALL, 0), FRAME_LUA, b, sizeof(b)), "symtest:foo");
+	ck_assert_str_eq(name_of(pgfoo, nth_op(pcaller, BC_CALL, 1), FRAME_LUA, b, sizeof(b)), "symtest:gfoo");
+	ck_assert_str_eq(name_of(pm, nth_op(pcaller, BC_CALL, 2), FRAME_LUA, b, sizeof(b)), "symtest:m");
+	ck_assert_str_eq(name_of(pm, nth_op(pcaller, BC_CALL, 3), FRAME_LUA, b, sizeof(b)), "symtest:m");
+	/* a metamethod called by the interpreter: a continuation link, named by the event */
+	ck_assert_str_eq(name_of(pidx, nth_op(pcaller, BC_TGETS, 2), FRAME_CONT, b, sizeof(b)), "symtest:__index");
+}
+END_TEST
+
+START_TEST(names_fall_back_to_firstline)
+{
+	char b[256];
+	struct nupp_smp_frame f = lua_frame(pfoo, 0, FRAME_C);
+	struct nupp_smp_frame c = lua_frame(pcaller, nth_op(pcaller, BC_CALL, 0), FRAME_LUA);
+
+	/* no caller, or called from C (pcall, lua_call): module:firstline */
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:1");
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, &c, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:1");
+	/* the main chunk */
+	f = lua_frame(pcaller, -1, FRAME_LUA);
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:6");
+}
+END_TEST
+
+START_TEST(lines_mode_names_the_current_line)
+{
+	char b[256];
+	struct nupp_sym *ls = nupp_sym_new(getpid(), &luajit_bpf_layout, true, self_read, NULL);
+	struct nupp_smp_frame c = lua_frame(pcaller, nth_op(pcaller, BC_CALL, 1), FRAME_LUA);
+
+	ck_assert_int_eq(nupp_sym_frame(ls, &c, NULL, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:8");
+	c.pos = nth_op(pcaller, BC_TGETS, 2);
+	ck_assert_int_eq(nupp_sym_frame(ls, &c, NULL, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:11");
+	c.pos = -1;
+	ck_assert_int_eq(nupp_sym_frame(ls, &c, NULL, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:6");
+	nupp_sym_free(ls);
+}
+END_TEST
+
+START_TEST(builtins_c_functions_and_separators)
+{
+	char b[256];
+	struct nupp_smp_frame f = { 0 };
+
+	f.kind = NUPP_SMP_FF;
+	f.ptr = 20;
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "pcall");
+	f.ptr = 93;
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "table.sort");
+	f.kind = NUPP_SMP_C;
+	f.ptr = (__u64)(uintptr_t)test_cfunc_marker;
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "test_cfunc_marker");
+	f.ptr = 0x10;
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "@0x10");
+	f.kind = NUPP_SMP_CORO;
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "[coroutine]");
+}
+END_TEST
+
+START_TEST(stacks_join_outermost_first)
+{
+	struct nupp_smp_frame fr[2];
+	char *s = NULL;
+
+	fr[0] = lua_frame(pgfoo, 0, FRAME_LUA);
+	fr[1] = lua_frame(pcaller, nth_op(pcaller, BC_CALL, 1), FRAME_CP);
+	ck_assert_int_eq(nupp_sym_stack(sym, fr, 2, &s), 0);
+	ck_assert_str_eq(s, "symtest:6;symtest:gfoo");
+	free(s);
+}
+END_TEST
+
+START_TEST(a_reused_address_is_refused)
+{
+	char b[256];
+	struct nupp_smp_frame f = lua_frame(pfoo, 0, FRAME_LUA);
+	struct nupp_sym *fresh = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+
+	f.firstline = 99; /* the sample saw another proto at this address */
+	ck_assert_int_eq(nupp_sym_frame(fresh, &f, NULL, b, sizeof(b)), -ESTALE);
+	f.firstline = pfoo->firstline;
+	f.sizebc = pfoo->sizebc + 1;
+	ck_assert_int_eq(nupp_sym_frame(fresh, &f, NULL, b, sizeof(b)), -ESTALE);
+	nupp_sym_free(fresh);
+}
+END_TEST
+
+START_TEST(module_names_strip_like_jit_p)
+{
+	char b[64];
+
+	nupp_sym_module("@/a/b/c.lua", b, sizeof(b));
+	ck_assert_str_eq(b, "c.lua");
+	nupp_sym_module("@c.lua", b, sizeof(b));
+	ck_assert_str_eq(b, "c.lua");
+	nupp_sym_module("=stdin", b, sizeof(b));
+	ck_assert_str_eq(b, "stdin");
+	nupp_sym_module("return 1", b, sizeof(b));
+	ck_assert_str_eq(b, "[string]");
+}
+END_TEST
+
+/* Runs the suite. */
+int main(void)
+{
+	Suite *su = suite_create("symbolize");
+	TCase *tc = tcase_create("names");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_checked_fixture(tc, setup, teardown);
+	tcase_add_test(tc, names_come_from_the_callers_bytecode);
+	tcase_add_test(tc, names_fall_back_to_firstline);
+	tcase_add_test(tc, lines_mode_names_the_current_line);
+	tcase_add_test(tc, builtins_c_functions_and_separators);
+	tcase_add_test(tc, stacks_join_outermost_first);
+	tcase_add_test(tc, a_reused_address_is_refused);
+	tcase_add_test(tc, module_names_strip_like_jit_p);
+	suite_add_tcase(su, tc);
+	sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,627 @@
+/* The frame walker (include/nupp/walk.h) on fake VM memory built with the real layout:
+ * every frame kind, the start rules of §4.4, call/return windows, vararg pseudo-frames,
+ * continuation and pcall frames, traces, coroutines, and bounded, counted failures. */
+#include <check.h>
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nupp/lj_layout.h"
+
+/* -- Fake memory: reads succeed only inside the arena ------------------------- */
+
+#define ARENA_SIZE (1 << 20)
+static unsigned char *arena;
+static int reads;
+
+/* The walker's reader: memcpy inside the arena, else zero + -EFAULT like the helper. */
+static int fake_read(void *dst, unsigned long sz, __u64 addr)
+{
+	reads++;
+	if (addr < (__u64)(uintptr_t)arena || addr + sz > (__u64)(uintptr_t)arena + ARENA_SIZE) {
+		memset(dst, 0, sz);
+		return -EFAULT;
+	}
+	memcpy(dst, (void *)(uintptr_t)addr, sz);
+	return 0;
+}
+
+#define NUPP_WALK_READ(dst, sz, addr) fake_read((dst), (sz), (__u64)(addr))
+#include "nupp/walk.h"
+
+extern const struct nupp_lj_layout luajit_bpf_layout;
+static const struct nupp_lj_layout *lo = &luajit_bpf_layout;
+
+/* Arena layout (offsets): GG at 0x1000, stacks at 0x10000 (main) and 0x20000 (coroutine),
+ * objects from 0x40000, C stack (cframes) at 0x80000, trace mcode at 0xc0000. */
+static __u64 A(__u64 ofs) { return (__u64)(uintptr_t)arena + ofs; }
+static void put64(__u64 addr, __u64 v) { memcpy((void *)(uintptr_t)addr, &v, 8); }
+static void put32(__u64 addr, __u32 v) { memcpy((void *)(uintptr_t)addr, &v, 4); }
+static void put8(__u64 addr, __u8 v) { *(__u8 *)(uintptr_t)addr = v; }
+
+static __u64 g, mainL, coL, stack0, costack, objs;
+
+/* Allocates zeroed object memory, 16-byte aligned. */
+static __u64 alloc_obj(__u32 size)
+{
+	__u64 p = objs;
+
+	objs += (size + 15) & ~15u;
+	return p;
+}
+
+/* A string object for chunk names. */
+static __u64 new_str(const char *s)
+{
+	__u64 p = alloc_obj(lo->str_size + strlen(s) + 1);
+
+	put32(p + lo->str_len, (__u32)strlen(s));
+	memcpy((void *)(uintptr_t)(p + lo->str_size), s, strlen(s) + 1);
+	return p;
+}
+
+/* A Lua prototype with sizebc CALL instructions (A = 3 each) and its closure. */
+static __u64 new_lua_fn(__u32 sizebc, __s32 firstline, __u64 *pt_out)
+{
+	__u64 pt = alloc_obj(lo->pt_size + 4 * sizebc), fn = alloc_obj(64);
+	__u32 i;
+
+	put8(pt + lo->pt_gct, lo->gct_proto);
+	put32(pt + lo->pt_sizebc, sizebc);
+	put64(pt + lo->pt_chunkname, new_str("@test.lua"));
+	put32(pt + lo->pt_firstline, (__u32)firstline);
+	put32(pt + lo->pt_sizept, lo->pt_size + 4 * sizebc);
+	for (i = 0; i < sizebc; i++)
+		put32(pt + lo->pt_size + 4 * i, 0x41u /* some op */ | (3u << lo->bc_a_shift));
+	put8(fn + lo->fn_gct, lo->gct_func);
+	put8(fn + lo->fn_ffid, lo->ff_lua);
+	put64(fn + lo->fn_pc, pt + lo->pt_size);
+	if (pt_out)
+		*pt_out = pt;
+	return fn;
+}
+
+/* A fast function (ffid > 1) or C function (ffid 1, with address cf). */
+static __u64 new_c_fn(__u8 ffid, __u64 cf)
+{
+	__u64 fn = alloc_obj(64);
+
+	put8(fn + lo->fn_gct, lo->gct_func);
+	put8(fn + lo->fn_ffid, ffid);
+	put64(fn + lo->fn_cf, cf);
+	return fn;
+}
+
+/* Return PC after instruction pos of the closure fn. */
+static __u64 ret_pc(__u64 fn, __u32 pos)
+{
+	__u64 bc;
+
+	memcpy(&bc, (void *)(uintptr_t)(fn + lo->fn_pc), 8);
+	return bc + 4ull * (pos + 1);
+}
+
+/* Writes a frame header at base: function (tagged TValue) and link. */
+static void frame(__u64 base, __u64 fn, __u64 link)
+{
+	put64(base - 16, ((__u64)lo->itype_func << lo->itype_shift) | fn);
+	put64(base - 8, link);
+}
+
+/* The base of a Lua callee called at slot 3 by a caller frame at base b. */
+static __u64 callee(__u64 b) { return b + 8 * (3 + 2); }
+
+/* Fresh VM state: g, main thread, stack bottom, interpreter range. */
+static void setup(void)
+{
+	if (!arena)
+		arena = aligned_alloc(4096, ARENA_SIZE);
+	memset(arena, 0, ARENA_SIZE);
+	g = A(0x1000) - (__s64)lo->gg_g2l; /* GG_State (main lua_State first) at 0x1000 */
+	mainL = g + (__s64)lo->gg_g2l;
+	stack0 = A(0x10000);
+	costack = A(0x20000);
+	objs = A(0x40000);
+	put64(mainL + lo->L_stack, stack0);
+	put32(mainL + lo->L_stacksize, 1024);
+	put64(mainL + lo->L_glref, g);
+	put64(g + lo->g_cur_L, mainL);
+	put32(g + lo->g_vmstate, (__u32)lo->vmst_interp);
+	/* stack[0] = the thread, stack[1] = nil: bottom (lj_state.c:134-136). */
+	put64(stack0, ((__u64)lo->itype_thread << lo->itype_shift) | mainL);
+	reads = 0;
+}
+
+static struct nupp_walk w;
+
+/* Registers for an interpreter sample (REGS mode) with BASE and PC. */
+static struct nupp_walk_regs regs_interp(__u64 base, __u64 pc)
+{
+	struct nupp_walk_regs r = { .ip = lo->vm_begin, .rbx = pc, .rdx = base, .rbp = 0 };
+
+	r.r14 = g - (__s64)lo->gg_disp2g;
+	return r;
+}
+
+/* Starts and runs a walk; returns the result. */
+static int walk(const struct nupp_walk_regs *r, __u32 depth)
+{
+	__s32 vms;
+	int err = nupp_walk_start(&w, lo, g, r, depth, NUPP_WALK_BASE_AUTO, &vms);
+
+	if (err)
+		return err;
+	if (w.mode == NUPP_WALK_TRACE)
+		nupp_walk_trace(&w, lo, vms, r->ip);
+	return nupp_walk_run(&w, lo);
+}
+
+/* A chain main(Lua) -> f(Lua) -> leaf; returns leaf's base. Bases in *b0, *b1. */
+static __u64 chain3(__u64 *fmain, __u64 *ff, __u64 leaf, __u64 *b0, __u64 *b1)
+{
+	__u64 base0 = stack0 + 32; /* main chunk: stack+2 slots is its frame header */
+
+	*fmain = new_lua_fn(20, 0, NULL);
+	*ff = new_lua_fn(20, 10, NULL);
+	/* the main chunk is called from C (lua_pcall): a C-typed link at the bottom */
+	frame(base0, *fmain, 0x18 | lo->frame_cp);
+	*b0 = base0;
+	*b1 = callee(base0);
+	frame(*b1, *ff, ret_pc(*fmain, 4));
+	frame(callee(*b1), leaf, ret_pc(*ff, 7));
+	return callee(*b1);
+}
+
+START_TEST(walk_registers_three_lua_frames)
+{
+	__u64 fm, ff, b0, b1, pt, leaf, b2;
+
+	setup();
+	leaf = new_lua_fn(30, 20, &pt);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	{
+		struct nupp_walk_regs r = regs_interp(b2, ret_pc(leaf, 11));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	ck_assert_int_eq(w.mode, NUPP_WALK_REGS);
+	ck_assert_uint_eq(w.st.depth, 3);
+	ck_assert_uint_eq(w.st.frames[0].kind, NUPP_SMP_LUA);
+	ck_assert_uint_eq(w.st.frames[0].ptr, pt);
+	ck_assert_int_eq(w.st.frames[0].pos, 11);
+	ck_assert_int_eq(w.st.frames[0].firstline, 20);
+	ck_assert_uint_eq(w.st.frames[0].sizebc, 30);
+	ck_assert_uint_eq(w.st.frames[0].link, lo->frame_lua);
+	ck_assert_int_eq(w.st.frames[1].pos, 7);
+	ck_assert_int_eq(w.st.frames[2].pos, 4);
+	ck_assert_uint_eq(w.st.frames[2].link, lo->frame_cp);
+}
+END_TEST
+
+START_TEST(walk_fast_and_c_functions)
+{
+	__u64 fm, ff, b0, b1, b2, pcallf, cf;
+
+	setup();
+	pcallf = new_c_fn(20, 0);
+	b2 = chain3(&fm, &ff, pcallf, &b0, &b1);
+	{
+		/* inside an ASM fast function rbx points into GG->bcff */
+		struct nupp_walk_regs r = regs_interp(b2, A(0x1000) + lo->gg_size - 64);
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	ck_assert_uint_eq(w.st.depth, 3);
+	ck_assert_uint_eq(w.st.frames[0].kind, NUPP_SMP_FF);
+	ck_assert_uint_eq(w.st.frames[0].ptr, 20);
+
+	/* a lua_pushcfunction function in vmstate C: memory mode from L->base */
+	setup();
+	cf = new_c_fn(lo->ff_c, 0x401234);
+	b2 = chain3(&fm, &ff, cf, &b0, &b1);
+	put64(mainL + lo->L_base, b2);
+	put32(g + lo->g_vmstate, (__u32)lo->vmst_c);
+	{
+		struct nupp_walk_regs r = { .ip = 0x401240, .rbx = 0, .rdx = 0, .r14 = 0 };
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	ck_assert_int_eq(w.mode, NUPP_WALK_MEM);
+	ck_assert_uint_eq(w.st.depth, 3);
+	ck_assert_uint_eq(w.st.frames[0].kind, NUPP_SMP_C);
+	ck_assert_uint_eq(w.st.frames[0].ptr, 0x401234);
+	ck_assert_int_eq(w.st.frames[1].pos, 7);
+}
+END_TEST
+
+START_TEST(walk_memory_mode_leaf_pc_from_save_pc)
+{
+	__u64 fm, ff, b0, b1, b2, pt, leaf, cf;
+
+	setup();
+	cf = A(0x80000);
+	leaf = new_lua_fn(30, 20, &pt);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	/* GC state: L->base synced, leaf PC from SAVE_PC of the C frame */
+	put32(g + lo->g_vmstate, (__u32)lo->vmst_gc);
+	put64(mainL + lo->L_base, b2);
+	put64(mainL + lo->L_cframe, cf);
+	put64(cf + lo->cframe_ofs_pc, ret_pc(leaf, 5));
+	{
+		struct nupp_walk_regs r = { .ip = 0x500000, .rbx = 0x1234, .rdx = 0, .r14 = 0 };
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	ck_assert_uint_eq(w.st.depth, 3);
+	ck_assert_int_eq(w.st.frames[0].pos, 5);
+	ck_assert_uint_eq(nupp_walk_state(lo, lo->vmst_gc), NUPP_SMP_COLLECTING);
+}
+END_TEST
+
+START_TEST(walk_call_window_uses_rbx_as_link)
+{
+	__u64 fm, ff, b0, b1, b2, leaf;
+
+	setup();
+	leaf = new_lua_fn(30, 20, NULL);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	/* BC_CALL window: BASE already moved, the link not yet written (stale garbage) and
+	 * the function slot holds a number; rbx is still the caller's return PC. */
+	put64(b2 - 16, 0x4045000000000000ull);
+	put64(b2 - 8, 0xdead0);
+	{
+		struct nupp_walk_regs r = regs_interp(b2, ret_pc(ff, 7));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	ck_assert_uint_eq(w.st.depth, 2); /* the callee is not known yet: caller is the leaf */
+	ck_assert_int_eq(w.st.frames[0].pos, 7);
+	ck_assert_int_eq(w.st.frames[1].pos, 4);
+}
+END_TEST
+
+START_TEST(walk_return_window_and_stale_link)
+{
+	__u64 fm, ff, b0, b1, b2, leaf;
+
+	setup();
+	leaf = new_lua_fn(30, 20, NULL);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	/* BC_RET window: rbx is already the caller's return PC, outside the leaf */
+	{
+		struct nupp_walk_regs r = regs_interp(b2, ret_pc(ff, 7));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	ck_assert_uint_eq(w.st.depth, 2);
+	ck_assert_int_eq(w.st.frames[0].pos, 7);
+
+	/* a stale link: the return PC does not lie in the caller -> refused, counted */
+	setup();
+	leaf = new_lua_fn(30, 20, NULL);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	put64(b2 - 8, ret_pc(fm, 7)); /* link into main, but the frame below is f */
+	{
+		struct nupp_walk_regs r = regs_interp(b2, ret_pc(leaf, 3));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
+	}
+}
+END_TEST
+
+START_TEST(walk_vararg_pseudo_frame_is_skipped)
+{
+	__u64 fm, ff, b0, b1, b2, vf, pt, pseudo, real;
+
+	setup();
+	vf = new_lua_fn(30, 40, &pt);
+	b2 = chain3(&fm, &ff, vf, &b0, &b1); /* pseudo-frame: the original call */
+	pseudo = b2;
+	/* BC_IFUNCV copies the function above the args: real frame 4 slots higher with a
+	 * FRAME_VARG link whose delta points back to the pseudo-frame */
+	real = pseudo + 8 * 4;
+	frame(real, vf, (real - pseudo) | lo->frame_varg);
+	{
+		struct nupp_walk_regs r = regs_interp(real, ret_pc(vf, 2));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	ck_assert_uint_eq(w.st.depth, 3); /* vf once, then f, main */
+	ck_assert_uint_eq(w.st.frames[0].ptr, pt);
+	ck_assert_int_eq(w.st.frames[0].pos, 2);
+	ck_assert_uint_eq(w.st.frames[0].link, lo->frame_lua); /* relinked to the real call */
+	ck_assert_int_eq(w.st.frames[1].pos, 7);
+}
+END_TEST
+
+START_TEST(walk_continuation_and_pcall_frames)
+{
+	__u64 fm, ff, b0, b1, b2, mm, pcallf, callee_fn, pb, cb;
+
+	setup();
+	mm = new_lua_fn(10, 50, NULL);
+	b2 = chain3(&fm, &ff, new_lua_fn(5, 1, NULL), &b0, &b1);
+	/* an __index function called by the interpreter from f: a continuation frame 4 slots
+	 * above f's base, contpc = the instruction after the TGETS in f */
+	cb = b1 + 8 * 8;
+	frame(cb, mm, (cb - b1) | lo->frame_cont);
+	put64(cb - 24, ret_pc(ff, 9)); /* [frame-2] = contpc (link slot is cb-8) */
+	{
+		struct nupp_walk_regs r = regs_interp(cb, ret_pc(mm, 4));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	ck_assert_uint_eq(w.st.depth, 3);
+	ck_assert_uint_eq(w.st.frames[0].link, lo->frame_cont);
+	ck_assert_int_eq(w.st.frames[1].pos, 9); /* from contpc */
+
+	/* pcall(fn): fn's link is FRAME_PCALL with a delta to the pcall frame */
+	setup();
+	pcallf = new_c_fn(20, 0);
+	callee_fn = new_lua_fn(10, 60, NULL);
+	b2 = chain3(&fm, &ff, pcallf, &b0, &b1);
+	pb = b2 + 16;
+	frame(pb, callee_fn, (pb - b2) | lo->frame_pcall);
+	{
+		struct nupp_walk_regs r = regs_interp(pb, ret_pc(callee_fn, 1));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	ck_assert_uint_eq(w.st.depth, 4);
+	ck_assert_int_eq(w.st.frames[0].link, lo->frame_pcall);
+	ck_assert_uint_eq(w.st.frames[1].kind, NUPP_SMP_FF);
+	ck_assert_int_eq(w.st.frames[2].pos, 7);
+}
+END_TEST
+
+START_TEST(walk_trace_start_frame_and_mcode_offset)
+{
+	__u64 fm, ff, b0, b1, b2, leaf, J = 0, arr, T, mcode;
+
+	setup();
+	mcode = A(0xc0000);
+	leaf = new_lua_fn(30, 20, NULL);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	J = g + (__s64)lo->gg_g2j;
+	arr = alloc_obj(8 * 8);
+	T = alloc_obj(lo->T_size);
+	put64(J + lo->J_trace, arr);
+	put32(J + lo->J_sizetrace, 8);
+	put64(arr + 8 * 3, T);
+	put64(T + lo->T_mcode, mcode);
+	put32(T + lo->T_szmcode, 0x200);
+	put64(g + lo->g_jit_base, b2);
+	put32(g + lo->g_vmstate, 3);
+	{
+		struct nupp_walk_regs r = { .ip = mcode + 0x42, .rbx = 0x99, .rdx = 0x98, .r14 = 0 };
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	ck_assert_int_eq(w.mode, NUPP_WALK_TRACE);
+	ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE);
+	ck_assert_uint_eq(w.st.traceno, 3);
+	ck_assert_uint_eq(w.st.trace, T);
+	ck_assert_uint_eq(w.st.mcofs, 0x42);
+	ck_assert_uint_eq(w.st.depth, 3);
+	ck_assert_int_eq(w.st.frames[0].pos, -1); /* from the snapshot, in userspace */
+	ck_assert_int_eq(w.st.frames[1].pos, 7);
+	ck_assert_uint_eq(nupp_walk_state(lo, 3), NUPP_SMP_COMPILED);
+
+	/* a C helper called from the trace: no mcode offset */
+	{
+		struct nupp_walk_regs r = { .ip = 0x7000, .rbx = 0, .rdx = 0, .r14 = 0 };
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_TRACE);
+}
+END_TEST
+
+START_TEST(walk_coroutine_chains_to_resumer)
+{
+	__u64 fm, ff, b0, b1, b2, wrapf, body, cb, cf_co, pcf;
+
+	setup();
+	cf_co = A(0x80000);
+	/* main: main -> f -> coroutine.wrap_aux (ff 36), running the coroutine */
+	wrapf = new_c_fn(36, 0);
+	b2 = chain3(&fm, &ff, wrapf, &b0, &b1);
+	pcf = cf_co + lo->cframe_size;
+	put64(mainL + lo->L_base, b2);
+	put64(mainL + lo->L_cframe, pcf);
+	put64(pcf + lo->cframe_ofs_pc, 0);
+	/* the coroutine: its own stack; body at the bottom, cframe with CFRAME_RESUME */
+	coL = alloc_obj(lo->L_size);
+	put64(coL + lo->L_stack, costack);
+	put32(coL + lo->L_stacksize, 256);
+	put64(coL + lo->L_glref, g);
+	put64(coL + lo->L_cframe, cf_co | lo->cframe_resume);
+	put64(cf_co + lo->cframe_ofs_prev, 0);
+	put64(pcf + lo->cframe_ofs_L, mainL);
+	body = new_lua_fn(10, 54, NULL);
+	cb = costack + 32;
+	frame(cb, body, 0x18 | lo->frame_cp);
+	put64(g + lo->g_cur_L, coL);
+	{
+		struct nupp_walk_regs r = regs_interp(cb, ret_pc(body, 2));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	ck_assert_uint_eq(w.st.depth, 5);
+	ck_assert_uint_eq(w.st.frames[0].kind, NUPP_SMP_LUA);
+	ck_assert_uint_eq(w.st.frames[1].kind, NUPP_SMP_CORO);
+	ck_assert_uint_eq(w.st.frames[2].kind, NUPP_SMP_FF);
+	ck_assert_uint_eq(w.st.frames[2].ptr, 36);
+	ck_assert_int_eq(w.st.frames[3].pos, 7);
+
+	/* resumer not validated (its cframe is not ours): the separator ends the stack */
+	put64(mainL + lo->L_cframe, 0);
+	{
+		struct nupp_walk_regs r = regs_interp(cb, ret_pc(body, 2));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	ck_assert_uint_eq(w.st.depth, 2);
+	ck_assert_uint_eq(w.st.frames[1].kind, NUPP_SMP_CORO);
+}
+END_TEST
+
+START_TEST(walk_cycle_and_bad_pointer_end_bounded)
+{
+	__u64 fm, ff, b0, b1, b2, leaf;
+
+	/* a link that points up the stack (a cycle): refused after one step */
+	setup();
+	leaf = new_lua_fn(30, 20, NULL);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	put64(b1 - 8, ((__u64)-64 & ~(__u64)7) | lo->frame_c); /* a "negative" delta: up */
+	{
+		struct nupp_walk_regs r = regs_interp(b2, ret_pc(leaf, 3));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
+	}
+	ck_assert_int_lt(reads, 40);
+
+	/* a function pointer outside readable memory: a counted read fault */
+	setup();
+	leaf = new_lua_fn(30, 20, NULL);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	put64(b1 - 16, ((__u64)lo->itype_func << lo->itype_shift) | 0x10000);
+	{
+		struct nupp_walk_regs r = regs_interp(b2, ret_pc(leaf, 3));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
+	}
+	put64(b1 - 16, ((__u64)lo->itype_func << lo->itype_shift) | 0);
+	{
+		struct nupp_walk_regs r = regs_interp(b2, ret_pc(leaf, 3));
+
+		ck_assert_int_ne(walk(&r, 64), NUPP_WALK_DONE);
+	}
+	/* the VM state itself unreadable */
+	{
+		struct nupp_walk_regs r = regs_interp(b2, ret_pc(leaf, 3));
+		__s32 vms;
+
+		ck_assert_int_eq(nupp_walk_start(&w, lo, 0x1000, &r, 64, NUPP_WALK_BASE_AUTO, &vms),
+				 NUPP_WALK_READ_FAULT);
+	}
+}
+END_TEST
+
+START_TEST(walk_depth_truncation_is_counted)
+{
+	__u64 fn = 0, base, prev_fn = 0;
+	int i;
+
+	setup();
+	base = stack0 + 32;
+	for (i = 0; i < 100; i++) {
+		fn = new_lua_fn(20, i, NULL);
+		frame(base, fn, i == 0 ? (0x18 | lo->frame_cp) : ret_pc(prev_fn, 4));
+		prev_fn = fn;
+		if (i < 99)
+			base = callee(base);
+	}
+	{
+		struct nupp_walk_regs r = regs_interp(base, ret_pc(fn, 1));
+
+		ck_assert_int_eq(walk(&r, 16), NUPP_WALK_TRUNCATED);
+		ck_assert_uint_eq(w.st.depth, 16);
+		ck_assert_int_eq(walk(&r, NUPP_SMP_MAX_DEPTH), NUPP_WALK_TRUNCATED);
+		ck_assert_uint_eq(w.st.depth, NUPP_SMP_MAX_DEPTH);
+	}
+}
+END_TEST
+
+START_TEST(walk_interp_in_c_helper_uses_rbp_then_l_base)
+{
+	__u64 fm, ff, b0, b1, b2, mathf;
+	__s32 vms;
+
+	setup();
+	mathf = new_c_fn(44, 0);
+	b2 = chain3(&fm, &ff, mathf, &b0, &b1);
+	put64(mainL + lo->L_base, b1); /* stale: f's base */
+	{
+		/* libm called from an ASM fast function: INTERP, IP outside the VM, BASE in rbp,
+		 * rbx = &GG->bcff[i]+4 */
+		struct nupp_walk_regs r = { .ip = 0x7f0000001000ull, .rbx = A(0x1000) + lo->gg_size - 64,
+					    .rdx = 0, .rbp = b2, .r14 = 0 };
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_RBP | NUPP_SMP_F_STRICT);
+		ck_assert_uint_eq(w.st.frames[0].kind, NUPP_SMP_FF);
+		ck_assert_uint_eq(w.st.depth, 3);
+
+		/* rbp clobbered: the strict leaf check refuses the stale L->base (f is a Lua
+		 * function whose bytecode does not hold rbx) instead of misattributing */
+		r.rbp = 0x1234;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
+		ck_assert_uint_eq(nupp_walk_retry(&w, lo, lo->vmst_interp, 0), NUPP_WALK_BASE_L);
+		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_L, &vms), 0);
+		ck_assert_int_eq(nupp_walk_run(&w, lo), NUPP_WALK_BAD_FRAME);
+		ck_assert_uint_eq(nupp_walk_retry(&w, lo, lo->vmst_interp, 1), 0);
+	}
+}
+END_TEST
+
+START_TEST(walk_vm_call_entry_and_returned_function_value)
+{
+	__u64 fm, ff, b0, b1, b2, sortf;
+
+	/* lua_call from a C function (table.sort calling its comparator): in vm_call's entry
+	 * rdx is the synced L->base of the C function and rbx the typed link being built */
+	setup();
+	sortf = new_c_fn(93, 0);
+	b2 = chain3(&fm, &ff, sortf, &b0, &b1);
+	put64(mainL + lo->L_base, b2);
+	{
+		struct nupp_walk_regs r = regs_interp(b2, 0x28 | lo->frame_c);
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_uint_eq(w.st.frames[0].kind, NUPP_SMP_FF);
+		ck_assert_uint_eq(w.st.frames[0].ptr, 93);
+	}
+	/* BC_RET window of a function returning table.sort itself: the result copied over
+	 * the function slot is not taken for a frame (rbx is a bytecode return PC) */
+	{
+		struct nupp_walk_regs r = regs_interp(b2, ret_pc(ff, 7));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.depth, 2);
+		ck_assert_uint_eq(w.st.frames[0].kind, NUPP_SMP_LUA);
+		ck_assert_int_eq(w.st.frames[0].pos, 7);
+	}
+}
+END_TEST
+
+/* Runs the suite. */
+int main(void)
+{
+	Suite *su = suite_create("walk");
+	TCase *tc = tcase_create("walk");
+	SRunner *sr;
+	int failed;
+
+	tcase_add_test(tc, walk_registers_three_lua_frames);
+	tcase_add_test(tc, walk_fast_and_c_functions);
+	tcase_add_test(tc, walk_memory_mode_leaf_pc_from_save_pc);
+	tcase_add_test(tc, walk_call_window_uses_rbx_as_link);
+	tcase_add_test(tc, walk_return_window_and_stale_link);
+	tcase_add_test(tc, walk_vararg_pseudo_frame_is_skipped);
+	tcase_add_test(tc, walk_continuation_and_pcall_frames);
+	tcase_add_test(tc, walk_trace_start_frame_and_mcode_offset);
+	tcase_add_test(tc, walk_coroutine_chains_to_resumer);
+	tcase_add_test(tc, walk_cycle_and_bad_pointer_end_bounded);
+	tcase_add_test(tc, walk_depth_truncation_is_counted);
+	tcase_add_test(tc, walk_interp_in_c_helper_uses_rbp_then_l_base);
+	tcase_add_test(tc, walk_vm_call_entry_and_returned_function_value);
+	suite_add_tcase(su, tc);
+	sr = srunner_create(su);
+	srunner_run_all(sr, CK_NORMAL);
+	failed = srunner_ntests_failed(sr);
+	srunner_free(sr);
+	return failed ? 1 : 0;
+}

@@ -1,0 +1,571 @@
+/* The sampler channel: loads bpf/sampler.bpf.c, opens one CPU-clock event per online
+ * CPU, learns target VMs, and turns the kernel's counts into named stack rows. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "nupp/sampler.h"
+#include "nupp_internal.h"
+#include "sampler_internal.h"
+#include "sampler.skel.h"
+
+_Static_assert(NUPP_SMP_LOST_NO_VM == NUPP_LOST_NO_VM && NUPP_SMP_LOST_READ_FAULT == NUPP_LOST_READ_FAULT &&
+		       NUPP_SMP_LOST_BAD_FRAME == NUPP_LOST_BAD_FRAME &&
+		       NUPP_SMP_LOST_TRUNCATED == NUPP_LOST_TRUNCATED && NUPP_SMP_LOST_MAP_FULL == NUPP_LOST_MAP_FULL,
+	       "BPF loss indexes must equal enum nupp_lost");
+
+#define SMP_MAX_CPUS 1024
+#define SMP_MAX_ATTACH 32
+#define SMP_PROBES 5
+
+/* One target process and its per-process name caches. */
+struct smp_target {
+	pid_t pid;
+	struct nupp_lj_layout lo;
+	int have_layout;
+	struct nupp_sym *sym;
+	struct nupp_traces *traces;
+};
+
+/* USDT probes attached for one (binary, pid). */
+struct smp_attach {
+	char binary[512];
+	pid_t pid;
+	struct bpf_link *links[SMP_PROBES];
+};
+
+struct nupp_sampler {
+	struct nupp_sampler_opts opts;
+	struct sampler_bpf *skel;
+	int ncpu;
+	int pfd[SMP_MAX_CPUS];
+	struct bpf_link *plink[SMP_MAX_CPUS];
+	struct ring_buffer *rb;
+	struct smp_target targets[NUPP_SMP_MAX_TARGETS];
+	int ntargets;
+	struct smp_attach attach[SMP_MAX_ATTACH];
+	int nattach;
+	__u64 stacks_used;
+};
+
+/* process_vm_readv reader for the symbolizer and trace cache. */
+static int smp_read(void *ctx, __u64 addr, void *buf, size_t len)
+{
+	return nupp_vm_read((pid_t)(long)ctx, addr, buf, len);
+}
+
+/* perf_event_open(2). */
+static int smp_perf_open(struct perf_event_attr *a, pid_t pid, int cpu)
+{
+	return (int)syscall(__NR_perf_event_open, a, pid, cpu, -1, PERF_FLAG_FD_CLOEXEC);
+}
+
+/* Parses /sys/devices/system/cpu/online ("0-1,4") into cpus[]; count or -errno. */
+static int smp_online_cpus(int *cpus, int max)
+{
+	FILE *f = fopen("/sys/devices/system/cpu/online", "re");
+	int n = 0, a, b;
+	char sep;
+
+	if (!f)
+		return -errno;
+	while (fscanf(f, "%d", &a) == 1) {
+		b = a;
+		if (fscanf(f, "%c", &sep) == 1 && sep == '-') {
+			if (fscanf(f, "%d", &b) != 1)
+				break;
+			if (fscanf(f, "%c", &sep) != 1)
+				sep = '\n';
+		}
+		for (; a <= b && n < max; a++)
+			cpus[n++] = a;
+		if (sep != ',')
+			break;
+	}
+	fclose(f);
+	return n ? n : -ENOENT;
+}
+
+/* The target entry of pid, or NULL. */
+static struct smp_target *smp_target(struct nupp_sampler *s, pid_t pid)
+{
+	int i;
+
+	for (i = 0; i < s->ntargets; i++)
+		if (s->targets[i].pid == pid)
+			return &s->targets[i];
+	return NULL;
+}
+
+/* Ring buffer callback: VM and trace lifetime events. */
+static int smp_on_event(void *ctx, void *data, size_t size)
+{
+	struct nupp_sampler *s = ctx;
+	const struct nupp_smp_event *ev = data;
+	struct smp_target *t;
+
+	if (size < sizeof(*ev))
+		return 0;
+	t = smp_target(s, (pid_t)ev->tgid);
+	if (!t)
+		return 0;
+	switch (ev->kind) {
+	case NUPP_SMP_EV_VM_OPEN:
+		if (!t->have_layout) {
+			struct nupp_smp_proc p;
+			__u32 key = ev->tgid;
+
+			if (!bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.procs), &key, &p) && p.layout_ok) {
+				t->lo = p.lo;
+				t->have_layout = 1;
+			}
+		}
+		break;
+	case NUPP_SMP_EV_TRACE_STOP:
+		if (t->traces)
+			nupp_traces_add(t->traces, ev->trace, ev->traceno);
+		break;
+	case NUPP_SMP_EV_TRACE_FREE:
+		if (t->traces)
+			nupp_traces_kill(t->traces, ev->trace);
+		break;
+	case NUPP_SMP_EV_TRACE_FLUSH:
+		if (t->traces)
+			nupp_traces_kill(t->traces, 0);
+		break;
+	}
+	return 0;
+}
+
+/* Loads the sampler and opens one CPU-clock event per online CPU. */
+struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int *err)
+{
+	struct nupp_sampler *s = calloc(1, sizeof(*s));
+	int cpus[SMP_MAX_CPUS], i, e = 0;
+	__u32 max_stacks;
+
+	if (!s) {
+		*err = -ENOMEM;
+		return NULL;
+	}
+	for (i = 0; i < SMP_MAX_CPUS; i++)
+		s->pfd[i] = -1;
+	s->opts.sz = sizeof(s->opts);
+	s->opts.freq_hz = 99;
+	s->opts.depth = NUPP_SMP_MAX_DEPTH;
+	s->opts.max_stacks = 16384;
+	if (opts) {
+		if (opts->freq_hz)
+			s->opts.freq_hz = opts->freq_hz;
+		if (opts->depth)
+			s->opts.depth = opts->depth;
+		if (opts->max_stacks)
+			s->opts.max_stacks = opts->max_stacks;
+		s->opts.lines = opts->lines;
+	}
+	if (s->opts.freq_hz < 1 || s->opts.depth < 1 || s->opts.depth > NUPP_SMP_MAX_DEPTH) {
+		e = nupp_fail(-EINVAL, "invalid sampler options: frequency %d Hz, depth %d (1..%d)", s->opts.freq_hz,
+			      s->opts.depth, NUPP_SMP_MAX_DEPTH);
+		goto fail;
+	}
+	max_stacks = s->opts.max_stacks;
+	s->skel = sampler_bpf__open();
+	if (!s->skel) {
+		e = -errno;
+		nupp_fail(e, "cannot open the sampler BPF object: %s", strerror(-e));
+		goto fail;
+	}
+	s->skel->rodata->max_depth = (__u32)s->opts.depth;
+	bpf_map__set_max_entries(s->skel->maps.stacks, max_stacks);
+	bpf_map__set_max_entries(s->skel->maps.counts, max_stacks);
+	/* The USDT programs are attached per binary by nupp_sampler_watch/add_pid. */
+	e = sampler_bpf__load(s->skel);
+	if (e) {
+		nupp_fail(e, "cannot load the sampler BPF programs: %s (CAP_BPF and CAP_PERFMON are required; "
+			  "run with sudo; the kernel needs BTF and bpf_loop, 5.17+)",
+			  strerror(-e));
+		goto fail;
+	}
+	s->ncpu = smp_online_cpus(cpus, SMP_MAX_CPUS);
+	if (s->ncpu < 0) {
+		e = nupp_fail(s->ncpu, "cannot read the online CPUs: %s", strerror(-s->ncpu));
+		goto fail;
+	}
+	for (i = 0; i < s->ncpu; i++) {
+		struct perf_event_attr a = {
+			.size = sizeof(a),
+			.type = PERF_TYPE_SOFTWARE,
+			.config = PERF_COUNT_SW_CPU_CLOCK,
+			.freq = 1,
+			.sample_freq = (__u64)s->opts.freq_hz,
+			.exclude_idle = 1,
+		};
+
+		s->pfd[i] = smp_perf_open(&a, -1, cpus[i]);
+		if (s->pfd[i] < 0) {
+			e = -errno;
+			nupp_fail(e, "cannot open a CPU-clock perf event on CPU %d: %s (CAP_PERFMON is required; "
+				  "check kernel.perf_event_max_sample_rate >= %d)",
+				  cpus[i], strerror(-e), s->opts.freq_hz);
+			goto fail;
+		}
+		s->plink[i] = bpf_program__attach_perf_event(s->skel->progs.nupp_sample, s->pfd[i]);
+		if (!s->plink[i]) {
+			e = -errno;
+			nupp_fail(e, "cannot attach the sampler to CPU %d: %s", cpus[i], strerror(-e));
+			goto fail;
+		}
+	}
+	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), smp_on_event, s, NULL);
+	if (!s->rb) {
+		e = -errno;
+		nupp_fail(e, "cannot open the sampler's event ring buffer: %s", strerror(-e));
+		goto fail;
+	}
+	return s;
+fail:
+	nupp_sampler_close(s);
+	*err = e ? e : -EINVAL;
+	return NULL;
+}
+
+/* Attaches the VM and trace lifetime probes of binary for pid (-1: every process). */
+static int smp_attach_probes(struct nupp_sampler *s, const char *binary, pid_t pid)
+{
+	static const char *const names[SMP_PROBES] = { "vm_open", "vm_close", "trace_stop", "trace_free",
+						       "trace_flush" };
+	struct bpf_program *progs[SMP_PROBES] = {
+		s->skel->progs.nupp_smp_vm_open,    s->skel->progs.nupp_smp_vm_close,
+		s->skel->progs.nupp_smp_trace_stop, s->skel->progs.nupp_smp_trace_free,
+		s->skel->progs.nupp_smp_trace_flush,
+	};
+	struct smp_attach *a;
+	int i, e;
+
+	for (i = 0; i < s->nattach; i++)
+		if (strcmp(s->attach[i].binary, binary) == 0 && (s->attach[i].pid == -1 || s->attach[i].pid == pid))
+			return 0;
+	if (s->nattach == SMP_MAX_ATTACH)
+		return nupp_fail(-ENOSPC, "too many watched binaries (%d)", SMP_MAX_ATTACH);
+	a = &s->attach[s->nattach];
+	memset(a, 0, sizeof(*a));
+	snprintf(a->binary, sizeof(a->binary), "%s", binary);
+	a->pid = pid;
+	for (i = 0; i < SMP_PROBES; i++) {
+		a->links[i] = bpf_program__attach_usdt(progs[i], pid, binary, "luajit", names[i], NULL);
+		if (!a->links[i]) {
+			const char *name = names[i];
+
+			e = -errno;
+			while (i-- > 0)
+				bpf_link__destroy(a->links[i]);
+			return nupp_fail(e, "cannot attach to luajit:%s in %s: %s (is it our LuaJIT build?)", name,
+					 binary, strerror(-e));
+		}
+	}
+	s->nattach++;
+	return 0;
+}
+
+/* Watches an ELF object with our probes for VMs opened by pid (-1: any process). */
+int nupp_sampler_watch(struct nupp_sampler *s, const char *binary, pid_t pid)
+{
+	return smp_attach_probes(s, binary, pid > 0 ? pid : -1);
+}
+
+/* Samples every thread of a running process (VMs found with nupp_vm_find). */
+int nupp_sampler_add_pid(struct nupp_sampler *s, pid_t pid)
+{
+	struct nupp_vm vms[NUPP_SMP_MAX_VMS];
+	struct nupp_smp_proc p;
+	struct smp_target *t;
+	__u32 key = (__u32)pid;
+	int fd = bpf_map__fd(s->skel->maps.procs), n, i, j, e;
+
+	if (pid <= 0)
+		return nupp_fail(-EINVAL, "invalid PID %d", (int)pid);
+	t = smp_target(s, pid);
+	if (!t) {
+		if (s->ntargets == NUPP_SMP_MAX_TARGETS)
+			return nupp_fail(-ENOSPC, "too many target processes (%d)", NUPP_SMP_MAX_TARGETS);
+		t = &s->targets[s->ntargets++];
+		memset(t, 0, sizeof(*t));
+		t->pid = pid;
+	}
+	/* Enter the tgid first, so a vm_open firing from now on is recorded by BPF. */
+	memset(&p, 0, sizeof(p));
+	if (bpf_map_update_elem(fd, &key, &p, BPF_NOEXIST) && errno != EEXIST)
+		return nupp_fail(-errno, "cannot add PID %d to the sampler: %s (at most %d processes)", (int)pid,
+				 strerror(errno), NUPP_SMP_MAX_TARGETS);
+	n = nupp_vm_find(pid, vms, NUPP_SMP_MAX_VMS);
+	if (n < 0)
+		return n;
+	if (n == 0)
+		return 0; /* no VM yet: vm_open (nupp_sampler_watch) fills it in */
+	e = smp_attach_probes(s, vms[0].path, pid);
+	if (e)
+		nupp_pr(NUPP_WARN, "PID %d: no trace lifetime events (%s); traces are decoded at drain\n", (int)pid,
+			nupp_errmsg());
+	if (bpf_map_lookup_elem(fd, &key, &p))
+		memset(&p, 0, sizeof(p));
+	if (!p.layout_ok) {
+		p.lo = vms[0].layout;
+		p.layout_ok = 1;
+	}
+	for (i = 0; i < n; i++) {
+		for (j = 0; j < (int)p.nvm; j++)
+			if (p.g[j] == vms[i].g)
+				break;
+		if (j == (int)p.nvm && p.nvm < NUPP_SMP_MAX_VMS)
+			p.g[p.nvm++] = vms[i].g;
+	}
+	if (bpf_map_update_elem(fd, &key, &p, BPF_ANY))
+		return nupp_fail(-errno, "cannot update the VMs of PID %d: %s", (int)pid, strerror(errno));
+	t->lo = p.lo;
+	t->have_layout = 1;
+	return 0;
+}
+
+/* Sets the address of a VM's current zone id (u32; 0 = no zones). */
+int nupp_sampler_set_zone_addr(struct nupp_sampler *s, pid_t pid, __u64 g, __u64 zone_addr)
+{
+	struct nupp_smp_proc p;
+	__u32 key = (__u32)pid, i;
+	int fd = bpf_map__fd(s->skel->maps.procs);
+
+	if (bpf_map_lookup_elem(fd, &key, &p))
+		return nupp_fail(-ENOENT, "PID %d is not sampled", (int)pid);
+	for (i = 0; i < p.nvm && i < NUPP_SMP_MAX_VMS; i++)
+		if (p.g[i] == g) {
+			p.zone_addr[i] = zone_addr;
+			return bpf_map_update_elem(fd, &key, &p, BPF_EXIST) ? -errno : 0;
+		}
+	return nupp_fail(-ENOENT, "PID %d has no VM %#llx", (int)pid, (unsigned long long)g);
+}
+
+/* Pauses (true) or resumes (false) recording; the timer keeps firing. */
+int nupp_sampler_pause(struct nupp_sampler *s, bool paused)
+{
+	s->skel->bss->paused = paused ? 1 : 0;
+	return 0;
+}
+
+/* Services ring buffers (VM and trace lifetime events) for up to timeout_ms. */
+int nupp_sampler_poll(struct nupp_sampler *s, int timeout_ms)
+{
+	int n = ring_buffer__poll(s->rb, timeout_ms);
+
+	return n < 0 && n != -EINTR ? n : 0;
+}
+
+/* Makes sure a target has its symbolizer and trace cache. */
+static int smp_target_ready(struct nupp_sampler *s, struct smp_target *t)
+{
+	if (!t->have_layout) {
+		struct nupp_smp_proc p;
+		__u32 key = (__u32)t->pid;
+
+		if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.procs), &key, &p) || !p.layout_ok)
+			return -ENOENT;
+		t->lo = p.lo;
+		t->have_layout = 1;
+	}
+	if (!t->sym)
+		t->sym = nupp_sym_new(t->pid, &t->lo, s->opts.lines, smp_read, (void *)(long)t->pid);
+	if (!t->traces)
+		t->traces = nupp_traces_new(&t->lo, smp_read, (void *)(long)t->pid);
+	return t->sym && t->traces ? 0 : -ENOMEM;
+}
+
+/* Names one counted stack and adds it to out. */
+static int smp_add_row(struct nupp_sampler *s, const struct nupp_smp_count_key *k, const struct nupp_smp_count *c,
+		       const struct nupp_smp_stack *st, struct nupp_sample_set *out)
+{
+	struct nupp_smp_frame fr[NUPP_SMP_MAX_DEPTH + 32];
+	struct nupp_sample_row row = { 0 };
+	struct smp_target *t = smp_target(s, (pid_t)k->tgid);
+	char *stack = NULL, zone[32];
+	__u64 total = 0;
+	int i, n, e;
+
+	for (i = 0; i < NUPP_SMP_NSTATES; i++)
+		total += c->n[i];
+	if (!t || smp_target_ready(s, t)) {
+		out->lost[NUPP_LOST_SYMBOLIZE] += total;
+		return 0;
+	}
+	n = nupp_traces_expand(t->traces, st, fr, (int)NUPP_ARRAY_SIZE(fr));
+	if (n > s->opts.depth) {
+		out->lost[NUPP_LOST_TRUNCATED] += total;
+		return 0;
+	}
+	e = n < 0 ? n : nupp_sym_stack(t->sym, fr, n, &stack);
+	if (e) {
+		nupp_pr(NUPP_DEBUG, "PID %u: %llu samples not named (%s): %s trace %u depth %u flags %#x\n", k->tgid,
+			(unsigned long long)total, strerror(-e), n < 0 ? "trace expansion" : "symbolization",
+			st->traceno, st->depth, st->flags);
+		out->lost[NUPP_LOST_SYMBOLIZE] += total;
+		return 0;
+	}
+	/* No zone module yet: id 0 is the path "", others keep their number. */
+	if (k->zone)
+		snprintf(zone, sizeof(zone), "#%u", k->zone);
+	else
+		zone[0] = 0;
+	row.count = total;
+	row.compiled = c->n[NUPP_SMP_COMPILED];
+	row.interpreted = c->n[NUPP_SMP_INTERPRETED];
+	row.ccode = c->n[NUPP_SMP_CCODE];
+	row.collecting = c->n[NUPP_SMP_COLLECTING];
+	row.compiling = c->n[NUPP_SMP_COMPILING];
+	e = nupp_sample_set_add(out, zone, stack, &row); /* also counts out->samples */
+	free(stack);
+	return e;
+}
+
+/* Reads the BPF counts, names every frame and adds them to out. */
+int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
+{
+	int cfd = bpf_map__fd(s->skel->maps.counts), sfd = bpf_map__fd(s->skel->maps.stacks);
+	int lfd = bpf_map__fd(s->skel->maps.lost), ncpu = libbpf_num_possible_cpus();
+	struct nupp_smp_count_key key, next, *keys = NULL;
+	struct nupp_smp_stack *st = malloc(sizeof(*st));
+	size_t nkeys = 0, cap = 0, i;
+	__u64 *vals = NULL;
+	__u32 r;
+	int e = 0, have = 0;
+
+	if (!st || ncpu <= 0) {
+		free(st);
+		return -ENOMEM;
+	}
+	nupp_sampler_poll(s, 0);
+	while (bpf_map_get_next_key(cfd, have ? &key : NULL, &next) == 0) {
+		if (nkeys == cap) {
+			void *nk = realloc(keys, (cap = cap ? cap * 2 : 1024) * sizeof(*keys));
+
+			if (!nk) {
+				e = -ENOMEM;
+				goto out;
+			}
+			keys = nk;
+		}
+		keys[nkeys++] = next;
+		key = next;
+		have = 1;
+	}
+	for (i = 0; i < nkeys; i++) {
+		struct nupp_smp_count c;
+
+		if (bpf_map_lookup_and_delete_elem(cfd, &keys[i], &c))
+			continue;
+		if (bpf_map_lookup_elem(sfd, &keys[i].stack, st)) {
+			__u64 total = 0;
+			int j;
+
+			for (j = 0; j < NUPP_SMP_NSTATES; j++)
+				total += c.n[j];
+			out->lost[NUPP_LOST_SYMBOLIZE] += total;
+			continue;
+		}
+		e = smp_add_row(s, &keys[i], &c, st, out);
+		if (e)
+			goto out;
+	}
+	/* Lost counters: per-CPU values, summed and zeroed. */
+	vals = calloc(ncpu, sizeof(*vals));
+	if (!vals) {
+		e = -ENOMEM;
+		goto out;
+	}
+	for (r = 0; r < NUPP_SMP_LOST_N; r++) {
+		int c2;
+
+		if (bpf_map_lookup_elem(lfd, &r, vals))
+			continue;
+		for (c2 = 0; c2 < ncpu; c2++)
+			out->lost[r] += vals[c2];
+		memset(vals, 0, ncpu * sizeof(*vals));
+		bpf_map_update_elem(lfd, &r, vals, BPF_ANY);
+	}
+	/* Where walks failed (mode, walker source line), for -v diagnosis. */
+	for (r = 0; r < 4096; r++) {
+		__u64 tot = 0;
+		int c2;
+
+		if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.lost_where), &r, vals))
+			continue;
+		for (c2 = 0; c2 < ncpu; c2++)
+			tot += vals[c2];
+		if (!tot)
+			continue;
+		nupp_pr(NUPP_DEBUG, "walk lost %llu samples: mode %u iter>0 %u, include/nupp/walk.h:%u\n",
+			(unsigned long long)tot, r / 1024, (r / 512) & 1, r % 512);
+		memset(vals, 0, ncpu * sizeof(*vals));
+		bpf_map_update_elem(bpf_map__fd(s->skel->maps.lost_where), &r, vals, BPF_ANY);
+	}
+	/* Stacks stay (new samples reuse them) until the map is half full. */
+	if (nkeys > s->opts.max_stacks / 2) {
+		__u64 sk, sn;
+		int h = 0;
+
+		while (bpf_map_get_next_key(sfd, h ? &sk : NULL, &sn) == 0) {
+			bpf_map_delete_elem(sfd, &sn);
+			h = 0;
+		}
+	}
+	for (i = 0; i < (size_t)s->ntargets; i++)
+		if (s->targets[i].traces)
+			nupp_traces_purge(s->targets[i].traces);
+out:
+	free(vals);
+	free(keys);
+	free(st);
+	return e;
+}
+
+/* Kernel cost so far of the sampling program. */
+int nupp_sampler_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt)
+{
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+	int e;
+
+	memset(&info, 0, sizeof(info));
+	e = bpf_obj_get_info_by_fd(bpf_program__fd(s->skel->progs.nupp_sample), &info, &len);
+	if (e)
+		return -errno;
+	*run_time_ns = info.run_time_ns;
+	*run_cnt = info.run_cnt;
+	return 0;
+}
+
+/* Detaches and frees. */
+void nupp_sampler_close(struct nupp_sampler *s)
+{
+	int i, j;
+
+	if (!s)
+		return;
+	for (i = 0; i < SMP_MAX_CPUS; i++) {
+		bpf_link__destroy(s->plink[i]);
+		if (s->pfd[i] >= 0)
+			close(s->pfd[i]);
+	}
+	for (i = 0; i < s->nattach; i++)
+		for (j = 0; j < SMP_PROBES; j++)
+			bpf_link__destroy(s->attach[i].links[j]);
+	ring_buffer__free(s->rb);
+	for (i = 0; i < s->ntargets; i++) {
+		nupp_sym_free(s->targets[i].sym);
+		nupp_traces_free(s->targets[i].traces);
+	}
+	sampler_bpf__destroy(s->skel);
+	free(s);
+}

@@ -1,0 +1,411 @@
+/* Trace samples to source positions: the snapshot that covers a machine-code offset
+ * gives the leaf PC and the frames inlined into the trace (luajit-internals.md §5.3). */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nupp_internal.h"
+#include "sampler_internal.h"
+
+#define TR_BUCKETS 1024
+#define TR_MAX_SNAP 4096
+#define TR_MAX_SNAPMAP (1u << 20)
+#define TR_MAX_INL 16 /* inlined frames kept per snapshot */
+
+/* One inlined frame of a snapshot, innermost last. */
+struct tr_frame {
+	struct nupp_smp_frame f; /* kind, ptr and fingerprint; pos/link filled per frame */
+	__u64 link;              /* link value of the frame (return PC or typed delta) */
+};
+
+/* A decoded snapshot: its PC and the inlined frames (slot > 0) above the start frame. */
+struct tr_snap {
+	__u64 pc;
+	__u64 startpt;           /* GCproto* of slot 0's function if it is a constant, else 0 */
+	int ok;                  /* every inlined function was a constant we could read */
+	int nfr;
+	struct tr_frame fr[TR_MAX_INL];
+};
+
+/* One decoded trace. */
+struct tr_entry {
+	struct tr_entry *next;
+	__u64 T, mcode;
+	__u32 traceno, nsnap;
+	int dead;
+	__u64 startpt;
+	__u16 *mcofs;
+	struct tr_snap *snaps;
+};
+
+struct nupp_traces {
+	struct nupp_lj_layout lo;
+	nupp_read_fn read;
+	void *read_ctx;
+	struct tr_entry *b[TR_BUCKETS];
+};
+
+/* Index of the snapshot whose code holds mcode offset ofs (lj_trace.c:1040-1045). */
+int nupp_snap_search(const __u16 *mcofs, __u32 nsnap, __u32 ofs)
+{
+	__u32 lo = 0, hi = nsnap;
+
+	if (!nsnap)
+		return -1;
+	do {
+		__u32 mid = (lo + hi) >> 1;
+
+		if (ofs < mcofs[mid])
+			hi = mid;
+		else
+			lo = mid + 1;
+	} while (lo < hi);
+	return (int)hi - 1;
+}
+
+/* A cache of decoded traces of one process. */
+struct nupp_traces *nupp_traces_new(const struct nupp_lj_layout *lo, nupp_read_fn read, void *read_ctx)
+{
+	struct nupp_traces *t = calloc(1, sizeof(*t));
+
+	if (!t)
+		return NULL;
+	t->lo = *lo;
+	t->read = read;
+	t->read_ctx = read_ctx;
+	return t;
+}
+
+/* Frees one entry. */
+static void tr_entry_free(struct tr_entry *e)
+{
+	free(e->mcofs);
+	free(e->snaps);
+	free(e);
+}
+
+/* Frees the cache. */
+void nupp_traces_free(struct nupp_traces *t)
+{
+	int i;
+
+	if (!t)
+		return;
+	for (i = 0; i < TR_BUCKETS; i++)
+		while (t->b[i]) {
+			struct tr_entry *e = t->b[i];
+
+			t->b[i] = e->next;
+			tr_entry_free(e);
+		}
+	free(t);
+}
+
+/* Bucket of a GCtrace*. */
+static unsigned tr_bucket(__u64 T)
+{
+	return (unsigned)((T >> 3) * 0x9e3779b97f4a7c15ull >> 54) & (TR_BUCKETS - 1);
+}
+
+/* Reads a field of width w (1, 2, 4, 8) at offset ofs of a copied struct. */
+static __u64 tr_get(const unsigned char *mem, __u32 ofs, int w)
+{
+	__u64 v = 0;
+
+	memcpy(&v, mem + ofs, w); /* little endian */
+	return v;
+}
+
+/* Reads the 64-bit payload of IR constant ref (ir_kgc/ir_knum use ir[ref+1], lj_ir.h:586-592)
+ * and its opcode; 0 or -errno. */
+static int tr_irconst(struct nupp_traces *t, __u64 ir, __u32 ref, __u8 *op, __u64 *val)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	int err = t->read(t->read_ctx, ir + (__u64)ref * lo->ir_size + lo->ir_o, op, 1);
+
+	if (!err)
+		err = t->read(t->read_ctx, ir + (__u64)(ref + 1) * lo->ir_size, val, 8);
+	return err;
+}
+
+/* Fills a frame's identity from a GCfunc of the target (kind, proto and fingerprint). */
+static int tr_func(struct nupp_traces *t, __u64 fn, struct nupp_smp_frame *f)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	__u8 gct = 0, ffid = 0;
+	__u64 bc = 0, pt, v = 0;
+	int err;
+
+	memset(f, 0, sizeof(*f));
+	f->pos = -1;
+	err = t->read(t->read_ctx, fn + lo->fn_gct, &gct, 1);
+	if (!err)
+		err = t->read(t->read_ctx, fn + lo->fn_ffid, &ffid, 1);
+	if (err)
+		return err;
+	if (gct != lo->gct_func)
+		return -EINVAL;
+	if (ffid == lo->ff_lua) {
+		err = t->read(t->read_ctx, fn + lo->fn_pc, &bc, 8);
+		if (err)
+			return err;
+		pt = bc - lo->pt_size;
+		f->kind = NUPP_SMP_LUA;
+		f->ptr = pt;
+		err = t->read(t->read_ctx, pt + lo->pt_chunkname, &f->chunkname, 8);
+		if (!err)
+			err = t->read(t->read_ctx, pt + lo->pt_firstline, &f->firstline, 4);
+		if (!err)
+			err = t->read(t->read_ctx, pt + lo->pt_sizebc, &f->sizebc, 4);
+		return err;
+	}
+	if (ffid == lo->ff_c) {
+		err = t->read(t->read_ctx, fn + lo->fn_cf, &v, 8);
+		f->kind = NUPP_SMP_C;
+		f->ptr = v;
+		return err;
+	}
+	f->kind = NUPP_SMP_FF;
+	f->ptr = ffid;
+	return 0;
+}
+
+/* Decodes one snapshot: its PC and the inlined frames. In FR2 the frame-link slot of a
+ * frame carries SNAP_FRAME and holds the link as a KNUM constant; the function is the
+ * slot below it, normally a KGC constant (lj_snap.c:64-80, 110-160). */
+static void tr_decode_snap(struct nupp_traces *t, __u64 ir, const __u32 *map, __u32 nmap, __u32 mapofs,
+			   __u32 nent, struct tr_snap *sn)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	__u64 kgc[256] = { 0 }, knum[256] = { 0 };
+	__u8 isframe[256] = { 0 }, isk[256] = { 0 };
+	__u32 i, s;
+
+	sn->ok = 0;
+	sn->nfr = 0;
+	sn->startpt = 0;
+	if ((__u64)mapofs + nent + 2 > nmap)
+		return;
+	/* FR2: the PC is the 64-bit word after the entries, shifted by 8 (lj_jit.h:222-230). */
+	memcpy(&sn->pc, &map[mapofs + nent], 8);
+	sn->pc >>= 8;
+	for (i = 0; i < nent; i++) {
+		__u32 e = map[mapofs + i], ref = e & 0xffff;
+		__u8 op = 0;
+		__u64 v = 0;
+
+		s = e >> 24;
+		if (e & lo->snap_frame)
+			isframe[s] = 1;
+		/* Constants live below REF_BIAS (0x8000); other refs are computed values. */
+		if (ref >= 0x8000 || !ref || tr_irconst(t, ir, ref, &op, &v))
+			continue;
+		if (op == lo->ir_kgc) {
+			kgc[s] = v & lo->gcvmask;
+			isk[s] = 1;
+		} else if (op == lo->ir_knum || op == lo->ir_kint64) {
+			knum[s] = v;
+			isk[s] = 2;
+		}
+	}
+	if (isk[0] == 1) {
+		struct nupp_smp_frame f0;
+
+		if (tr_func(t, kgc[0], &f0) == 0 && f0.kind == NUPP_SMP_LUA)
+			sn->startpt = f0.ptr;
+	}
+	for (s = 2; s < 256; s++) {
+		struct tr_frame *fr;
+
+		if (!isframe[s])
+			continue;
+		/* A frame whose function is not a constant (a polymorphic call site) or whose
+		 * link is not known: not decoded, never guessed. */
+		if (isk[s - lo->fr2] != 1 || isk[s] != 2 || sn->nfr >= TR_MAX_INL)
+			return;
+		fr = &sn->fr[sn->nfr++];
+		if (tr_func(t, kgc[s - lo->fr2], &fr->f))
+			return;
+		fr->link = knum[s];
+	}
+	sn->ok = 1;
+}
+
+/* Decodes (and caches) trace T now, while it is alive. */
+int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	unsigned char hdr[512];
+	struct tr_entry *e;
+	__u64 snap, snapmap, ir;
+	__u32 nsnapmap, i, *map = NULL;
+	unsigned char *snaps = NULL;
+	unsigned b = tr_bucket(T);
+	int err;
+
+	if (lo->T_size > sizeof(hdr))
+		return -EOVERFLOW;
+	err = t->read(t->read_ctx, T, hdr, lo->T_size);
+	if (err)
+		return err;
+	if (tr_get(hdr, lo->T_traceno, 2) != traceno)
+		return -ESTALE;
+	for (e = t->b[b]; e; e = e->next)
+		if (e->T == T && e->traceno == traceno && e->mcode == tr_get(hdr, lo->T_mcode, 8) && !e->dead)
+			return 0;
+	e = calloc(1, sizeof(*e));
+	if (!e)
+		return -ENOMEM;
+	e->T = T;
+	e->traceno = traceno;
+	e->mcode = tr_get(hdr, lo->T_mcode, 8);
+	e->nsnap = (__u32)tr_get(hdr, lo->T_nsnap, 2);
+	e->startpt = tr_get(hdr, lo->T_startpt, 8);
+	snap = tr_get(hdr, lo->T_snap, 8);
+	snapmap = tr_get(hdr, lo->T_snapmap, 8);
+	ir = tr_get(hdr, lo->T_ir, 8);
+	nsnapmap = (__u32)tr_get(hdr, lo->T_nsnapmap, 4);
+	err = -EINVAL;
+	if (e->nsnap > TR_MAX_SNAP || nsnapmap > TR_MAX_SNAPMAP)
+		goto fail;
+	err = -ENOMEM;
+	e->mcofs = calloc(e->nsnap + 1, sizeof(*e->mcofs));
+	e->snaps = calloc(e->nsnap + 1, sizeof(*e->snaps));
+	snaps = malloc((size_t)e->nsnap * lo->snap_size + 1);
+	map = malloc((size_t)nsnapmap * 4 + 8);
+	if (!e->mcofs || !e->snaps || !snaps || !map)
+		goto fail;
+	err = t->read(t->read_ctx, snap, snaps, (size_t)e->nsnap * lo->snap_size);
+	if (!err && nsnapmap)
+		err = t->read(t->read_ctx, snapmap, map, (size_t)nsnapmap * 4);
+	if (err)
+		goto fail;
+	for (i = 0; i < e->nsnap; i++) {
+		const unsigned char *sp = snaps + (size_t)i * lo->snap_size;
+
+		e->mcofs[i] = (__u16)tr_get(sp, lo->snap_mcofs, 2);
+		tr_decode_snap(t, ir, map, nsnapmap, (__u32)tr_get(sp, lo->snap_mapofs, 4),
+			       (__u32)tr_get(sp, lo->snap_nent, 1), &e->snaps[i]);
+	}
+	free(snaps);
+	free(map);
+	e->next = t->b[b];
+	t->b[b] = e;
+	return 0;
+fail:
+	free(snaps);
+	free(map);
+	tr_entry_free(e);
+	return err;
+}
+
+/* Marks T (or every trace if T == 0) as freed. */
+void nupp_traces_kill(struct nupp_traces *t, __u64 T)
+{
+	int i;
+
+	for (i = 0; i < TR_BUCKETS; i++)
+		for (struct tr_entry *e = t->b[i]; e; e = e->next)
+			if (!T || e->T == T)
+				e->dead = 1;
+}
+
+/* Drops the entries marked freed. */
+void nupp_traces_purge(struct nupp_traces *t)
+{
+	int i;
+
+	for (i = 0; i < TR_BUCKETS; i++) {
+		struct tr_entry **pp = &t->b[i];
+
+		while (*pp) {
+			struct tr_entry *e = *pp;
+
+			if (e->dead) {
+				*pp = e->next;
+				tr_entry_free(e);
+			} else {
+				pp = &e->next;
+			}
+		}
+	}
+}
+
+/* Finds the entry of a sample's trace, decoding it now if it is still alive. */
+static struct tr_entry *tr_find(struct nupp_traces *t, const struct nupp_smp_stack *st)
+{
+	unsigned b = tr_bucket(st->trace);
+	struct tr_entry *e;
+	int pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		for (e = t->b[b]; e; e = e->next)
+			if (e->T == st->trace && e->traceno == st->traceno && e->mcode == st->mcode)
+				return e;
+		if (pass || nupp_traces_add(t, st->trace, st->traceno))
+			return NULL;
+	}
+	return NULL;
+}
+
+/* Position of return PC pc inside the Lua frame f, or -1. */
+static __s32 tr_pos(const struct nupp_lj_layout *lo, const struct nupp_smp_frame *f, __u64 pc)
+{
+	__u64 bc = f->ptr + lo->pt_size;
+
+	if (f->kind != NUPP_SMP_LUA || pc <= bc || pc > bc + 4ull * f->sizebc || (pc & 3))
+		return -1;
+	return (__s32)((pc - bc) / 4) - 1;
+}
+
+/* Rewrites a trace sample's frames with the snapshot's leaf PC and inlined frames. */
+int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, struct nupp_smp_frame *out, int max)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	struct tr_entry *e;
+	const struct tr_snap *sn;
+	int n = (int)st->depth, k, i, si;
+	__u64 pc;
+
+	if (n < 1 || n > max)
+		return -EINVAL;
+	memcpy(out, st->frames, sizeof(*out) * n);
+	if (!(st->flags & NUPP_SMP_F_TRACE) || !(st->flags & NUPP_SMP_F_MCODE))
+		return n; /* IP in a C helper or exit stub: the caller chain is exact, no leaf */
+	e = tr_find(t, st);
+	if (!e)
+		return -ENOENT;
+	si = nupp_snap_search(e->mcofs, e->nsnap, st->mcofs);
+	if (si < 0)
+		return n;
+	sn = &e->snaps[si];
+	if (!sn->ok)
+		return -ENOENT;
+	/* The snapshot's slot 0 must be the frame the sample found at jit_base. */
+	if (sn->startpt && sn->startpt != st->frames[0].ptr)
+		return -ESTALE;
+	if (n + sn->nfr > max)
+		return -E2BIG;
+	/* Inner frames first: innermost inlined frame gets the snapshot PC; each frame's
+	 * link is the return PC into the frame below it. */
+	memmove(out + sn->nfr, out, sizeof(*out) * n);
+	for (k = 0; k < sn->nfr; k++) {
+		const struct tr_frame *fr = &sn->fr[sn->nfr - 1 - k];
+
+		out[k] = fr->f;
+		out[k].link = (fr->link & lo->frame_type) == lo->frame_lua ? lo->frame_lua
+									  : (__u8)(fr->link & lo->frame_typep);
+	}
+	pc = sn->pc;
+	for (i = 0; i <= sn->nfr; i++) {
+		struct nupp_smp_frame *f = &out[i];
+
+		f->pos = tr_pos(lo, f, pc);
+		if (i < sn->nfr) {
+			const struct tr_frame *fr = &sn->fr[sn->nfr - 1 - i];
+
+			pc = (fr->link & lo->frame_type) == lo->frame_lua ? fr->link : 0;
+		}
+	}
+	return n + sn->nfr;
+}
