@@ -478,7 +478,16 @@ static int record_binary(const struct record_opts *o, char *bin, size_t size)
 	int n;
 
 	if (o->cmd) {
-		if (nupp_vm_binary_for_exe(o->cmd[0], bin, size)) {
+		int err = nupp_vm_binary_for_exe(o->cmd[0], bin, size);
+
+		if (err == -ENOEXEC) {
+			/* Not LuaJIT: run it all the same (its status is passed on); nothing to sample. */
+			if (!o->quiet)
+				fprintf(stderr, "nupp-bpf: warning: %s; running it unprofiled\n", nupp_errmsg());
+			bin[0] = 0;
+			return 0;
+		}
+		if (err) {
 			cli_error("cannot profile %s: %s", o->cmd[0], nupp_errmsg());
 			return 1;
 		}
@@ -549,8 +558,8 @@ int cmd_record(int argc, char **argv)
 			cli_error("cannot start %s: %s", o.cmd[0], strerror(errno));
 			goto out;
 		}
-		err = nupp_sampler_watch(smp, bin, pid);
-		if (!err && tr)
+		err = bin[0] ? nupp_sampler_watch(smp, bin, pid) : 0;
+		if (!err && tr && bin[0])
 			err = nupp_trace_attach(tr, bin, pid);
 		/* The child has not exec'ed yet: no VM in its maps (-ENOENT) is expected, and
 		 * luajit:vm_open (watched above) reports the VM as it opens. */

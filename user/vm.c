@@ -269,5 +269,5 @@ int nupp_vm_binary_for_exe(const char *exe, char *path, size_t size)
 				 "%s is a LuaJIT without nupp-bpf's probes and layout: use %s/bin/luajit "
 				 "(built by scripts/build-luajit)",
 				 abs, NUPP_LUAJIT_PREFIX);
-	return nupp_fail(-ENOENT, "%s does not run LuaJIT (no LuaJIT VM in it or the libraries it links)", abs);
+	return nupp_fail(-ENOEXEC, "%s does not run LuaJIT (no LuaJIT VM in it or the libraries it links)", abs);
 }

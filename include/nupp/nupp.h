@@ -59,7 +59,9 @@ int nupp_vm_validate(pid_t pid, __u64 g, const struct nupp_lj_layout *lo);
 int nupp_vm_read(pid_t pid, __u64 addr, void *buf, size_t len);
 
 /* Finds the ELF object (path) that holds a LuaJIT VM for an executable about to be
- * run: the executable itself or the libluajit it links. 0 or -ENOENT/-ENOTSUP. */
+ * run: the executable itself, the libluajit it links, or the interpreter of a "#!"
+ * script. 0, or -ENOENT command not found, -ENOEXEC no LuaJIT in it, -ENOTSUP a
+ * LuaJIT without nupp-bpf's probes and layout (nupp_errmsg names it). */
 int nupp_vm_binary_for_exe(const char *exe, char *path, size_t size);
 
 /* -- vm_open watcher (user/vmwatch.c, bpf/vmwatch.bpf.c) ---------------------- */

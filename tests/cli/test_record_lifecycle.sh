@@ -58,12 +58,22 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["meta"]["s
 st=0; "$NUPP_BPF" record -q -o "$TMP/false.json" -- "$NUPP_LUAJIT" -e 'os.exit(3)' || st=$?
 assert_eq "$st" 3 "exit status of the command"
 [ -s "$TMP/false.json" ] || fail "no profile for a command that exited 3"
-st=0; "$NUPP_BPF" record -q -o "$TMP/f.json" -- false 2>"$TMP/false.err" || st=$?
-# `false` is not LuaJIT: refused before it runs, with the reason.
-assert_eq "$st" 1 "record -- false (not LuaJIT)"
+# A command that is not LuaJIT runs all the same, with a warning, and its status is passed on.
+st=0; "$NUPP_BPF" record -o "$TMP/f.json" -- false 2>"$TMP/false.err" || st=$?
+assert_eq "$st" 1 "record -- false passes exit status 1 on"
 assert_contains "$TMP/false.err" "does not run LuaJIT"
+assert_contains "$TMP/false.err" "running it unprofiled"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["samples"] == [], d' "$TMP/f.json"
 st=0; "$NUPP_BPF" record -q -o "$TMP/lj-false.json" -- "$NUPP_LUAJIT" -e 'os.exit(false)' || st=$?
 assert_eq "$st" 1 "exit status 1 of a LuaJIT command is passed on"
+
+# Under sudo the command runs as the invoking user (SUDO_UID/SUDO_GID), still profiled.
+SUDO_UID=65534 SUDO_GID=65534 "$NUPP_BPF" record -q -F 199 -o "$TMP/sudo.json" -- "$NUPP_LUAJIT" -e '
+  local ffi = require("ffi"); ffi.cdef("unsigned getuid(void); unsigned getgid(void);")
+  print(ffi.C.getuid(), ffi.C.getgid())
+  local t = os.clock() while os.clock() - t < 0.5 do end' >"$TMP/ids"
+assert_eq "$(cat "$TMP/ids")" "$(printf '65534\t65534')" "uid/gid of the command under sudo"
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["meta"]["samples"] > 0' "$TMP/sudo.json"
 
 # 5. SIGTERM during -- COMMAND: written, the command is stopped.
 "$NUPP_BPF" record -q -F 199 -o "$TMP/cterm.json" -- "$NUPP_LUAJIT" "$TMP/busy.lua" 30 & rec=$!
