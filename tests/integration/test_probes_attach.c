@@ -4,7 +4,7 @@
 
 #include "nupp/abi.h"
 #include "nupp/nupp.h"
-#include "nupp_test.h"
+#include "nupp_check.h"
 
 /* Argument counts of scripts/luajit-usdt.patch, indexed by enum nupp_probe. */
 static const int probe_nargs[NUPP_PROBES] = { 3, 1, 6, 6, 6, 5, 1, 4 };
@@ -55,20 +55,4 @@ START_TEST(every_probe_attaches_and_fires)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("probes");
-	TCase *tc = tcase_create("attach");
-	SRunner *sr;
-	int failed;
-
-	nupp_test_need_root();
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, every_probe_attaches_and_fires);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+NUPP_CHECK_MAIN("probes", 120, true, false, every_probe_attaches_and_fires)

@@ -2,6 +2,8 @@
  * nupp_vm_find, no vm_open seen), and pause/resume: paused, the timer fires but nothing
  * is counted. */
 #include <check.h>
+
+#include "nupp_check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,22 +64,4 @@ START_TEST(sampler_attaches_to_a_running_process_and_pauses)
 }
 END_TEST
 
-/* Runs the suite. */
-int main(void)
-{
-	Suite *su = suite_create("sampler_running");
-	TCase *tc = tcase_create("running");
-	SRunner *sr;
-	int failed;
-
-	nupp_test_need_root();
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, sampler_attaches_to_a_running_process_and_pauses);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_set_fork_status(sr, CK_NOFORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+NUPP_CHECK_MAIN("sampler_running", 120, true, true, sampler_attaches_to_a_running_process_and_pauses)

@@ -2,6 +2,8 @@
  * path's share of the profile is within 2 percentage points of the measured share, a
  * jit.off path is >= 95 % `interpreted` and a compiled path >= 95 % `compiled`. */
 #include <check.h>
+
+#include "nupp_check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,22 +66,4 @@ START_TEST(sampler_shares_match_the_measured_cpu_split)
 }
 END_TEST
 
-/* Runs the suite. */
-int main(void)
-{
-	Suite *su = suite_create("sampler_shares");
-	TCase *tc = tcase_create("shares");
-	SRunner *sr;
-	int failed;
-
-	nupp_test_need_root();
-	tcase_set_timeout(tc, 240);
-	tcase_add_test(tc, sampler_shares_match_the_measured_cpu_split);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_set_fork_status(sr, CK_NOFORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+NUPP_CHECK_MAIN("sampler_shares", 240, true, true, sampler_shares_match_the_measured_cpu_split)

@@ -1,6 +1,8 @@
 /* The real sampler reads a VM's current zone id from the address it was given
  * (nupp_sampler_set_zone_addr): samples are keyed by zone, id 0 is the path "". */
 #include <check.h>
+
+#include "nupp_check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -62,22 +64,4 @@ START_TEST(sampler_keys_samples_by_zone_id)
 }
 END_TEST
 
-/* Runs the suite. */
-int main(void)
-{
-	Suite *su = suite_create("sampler_zones");
-	TCase *tc = tcase_create("zones");
-	SRunner *sr;
-	int failed;
-
-	nupp_test_need_root();
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, sampler_keys_samples_by_zone_id);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_set_fork_status(sr, CK_NOFORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+NUPP_CHECK_MAIN("sampler_zones", 120, true, true, sampler_keys_samples_by_zone_id)

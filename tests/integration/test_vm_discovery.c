@@ -3,7 +3,7 @@
 #include <check.h>
 
 #include "nupp/nupp.h"
-#include "nupp_test.h"
+#include "nupp_check.h"
 
 #define BUSY_LUA "local t = os.clock() while os.clock() - t < 30 do end"
 
@@ -151,22 +151,7 @@ START_TEST(find_errors_name_the_cause)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("vm_discovery");
-	TCase *tc = tcase_create("vm");
-	SRunner *sr;
-	int failed;
-
-	nupp_test_need_root();
-	tcase_set_timeout(tc, 120);
-	tcase_add_test(tc, vm_open_reports_g_of_new_process);
-	tcase_add_test(tc, late_attach_finds_g_of_running_host);
-	tcase_add_test(tc, find_errors_name_the_cause);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+NUPP_CHECK_MAIN("vm_discovery", 120, true, false,
+		vm_open_reports_g_of_new_process,
+		late_attach_finds_g_of_running_host,
+		find_errors_name_the_cause)

@@ -1,5 +1,7 @@
 /* The exported layout struct equals offsetof/sizeof/constants of LuaJIT's own headers. */
 #include <check.h>
+
+#include "nupp_check.h"
 #include <stddef.h>
 
 #include "lj_obj.h"
@@ -197,24 +199,11 @@ START_TEST(layout_vm_code_bounds)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("lj_layout");
-	TCase *tc = tcase_create("layout");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_test(tc, layout_identity);
-	tcase_add_test(tc, layout_gg_state);
-	tcase_add_test(tc, layout_lua_state);
-	tcase_add_test(tc, layout_objects);
-	tcase_add_test(tc, layout_jit);
-	tcase_add_test(tc, layout_frames_and_states);
-	tcase_add_test(tc, layout_vm_code_bounds);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+NUPP_CHECK_MAIN("lj_layout", 0, false, false,
+		layout_identity,
+		layout_gg_state,
+		layout_lua_state,
+		layout_objects,
+		layout_jit,
+		layout_frames_and_states,
+		layout_vm_code_bounds)

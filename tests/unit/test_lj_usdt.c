@@ -2,6 +2,8 @@
  * a location resolved by lj_usdt_loc and rendered by libnupp equals lj_debug_pushloc. */
 #define LUAJIT_USE_USDT 1
 #include <check.h>
+
+#include "nupp_check.h"
 #include <stddef.h>
 #include <string.h>
 
@@ -145,22 +147,9 @@ START_TEST(usdt_pointer_renders_like_strfmt)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("lj_usdt");
-	TCase *tc = tcase_create("usdt");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_test(tc, usdt_loc_layout);
-	tcase_add_test(tc, usdt_abort_layout);
-	tcase_add_test(tc, usdt_actions);
-	tcase_add_test(tc, usdt_loc_renders_like_pushloc);
-	tcase_add_test(tc, usdt_pointer_renders_like_strfmt);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+NUPP_CHECK_MAIN("lj_usdt", 0, false, false,
+		usdt_loc_layout,
+		usdt_abort_layout,
+		usdt_actions,
+		usdt_loc_renders_like_pushloc,
+		usdt_pointer_renders_like_strfmt)

@@ -1,6 +1,8 @@
 /* The aggregate and its writers: merging, ordering, the zone and root filters of the
  * seed's SampleOptions, collapsed text and the JSON profile read back by jansson. */
 #include <check.h>
+
+#include "nupp_check.h"
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -153,21 +155,8 @@ START_TEST(json_profile_reads_back)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("profile");
-	TCase *tc = tcase_create("aggregate");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_test(tc, rows_merge_and_sort_by_count);
-	tcase_add_test(tc, zone_prefix_keeps_the_subtree);
-	tcase_add_test(tc, root_cuts_below_outermost_frame_and_merges);
-	tcase_add_test(tc, json_profile_reads_back);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+NUPP_CHECK_MAIN("profile", 0, false, false,
+		rows_merge_and_sort_by_count,
+		zone_prefix_keeps_the_subtree,
+		root_cuts_below_outermost_frame_and_merges,
+		json_profile_reads_back)

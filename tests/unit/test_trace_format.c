@@ -1,5 +1,7 @@
 /* Reason and location text of abort rows, and the abort CSV read back by python3's csv. */
 #include <check.h>
+
+#include "nupp_check.h"
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -272,25 +274,12 @@ START_TEST(csv_read_back_by_python)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("trace_format");
-	TCase *tc = tcase_create("format");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_test(tc, reason_nyibc_names_the_opcode);
-	tcase_add_test(tc, reason_nyiir_names_the_ir_op);
-	tcase_add_test(tc, reason_nyiffu_like_fmtfunc);
-	tcase_add_test(tc, reason_plain_messages_and_errors);
-	tcase_add_test(tc, reason_reports_the_full_length);
-	tcase_add_test(tc, location_kinds);
-	tcase_add_test(tc, csv_order_and_bytes);
-	tcase_add_test(tc, csv_read_back_by_python);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+NUPP_CHECK_MAIN("trace_format", 0, false, false,
+		reason_nyibc_names_the_opcode,
+		reason_nyiir_names_the_ir_op,
+		reason_nyiffu_like_fmtfunc,
+		reason_plain_messages_and_errors,
+		reason_reports_the_full_length,
+		location_kinds,
+		csv_order_and_bytes,
+		csv_read_back_by_python)

@@ -1,6 +1,8 @@
 /* Severity of every TraceError code (include/nupp/severity.h), and the action override. */
 #include <check.h>
 
+#include "nupp_check.h"
+
 #include "nupp/profile.h"
 #include "nupp/severity.h"
 
@@ -86,21 +88,8 @@ START_TEST(severity_values_and_names)
 }
 END_TEST
 
-int main(void)
-{
-	Suite *s = suite_create("trace_severity");
-	TCase *tc = tcase_create("severity");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_test(tc, severity_table_covers_every_code_once);
-	tcase_add_test(tc, severity_of_every_code_without_blacklisting);
-	tcase_add_test(tc, severity_blacklist_action_wins_for_every_code);
-	tcase_add_test(tc, severity_values_and_names);
-	suite_add_tcase(s, tc);
-	sr = srunner_create(s);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+NUPP_CHECK_MAIN("trace_severity", 0, false, false,
+		severity_table_covers_every_code_once,
+		severity_of_every_code_without_blacklisting,
+		severity_blacklist_action_wins_for_every_code,
+		severity_values_and_names)
