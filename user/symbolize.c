@@ -199,7 +199,7 @@ static struct sym_proto *sym_proto(struct nupp_sym *s, const struct nupp_smp_fra
 	p->sizebc = f->sizebc;
 	p->size = sizept;
 	if (f->firstline == -1) /* bytecode builtin (lj_debug.c:557-562) */
-		snprintf(p->module, sizeof(p->module), "[builtin:%s]", chunk);
+		snprintf(p->module, sizeof(p->module), "[builtin:%.*s]", (int)sizeof(p->module) - 11, chunk);
 	else
 		nupp_sym_module(chunk, p->module, sizeof(p->module));
 	p->next = s->protos[b];

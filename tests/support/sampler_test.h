@@ -26,6 +26,8 @@ static inline int smp_run_start(struct smp_run *r, char *const argv[])
 {
 	int gate[2], done[2];
 
+	r->pid = -1;
+	r->gate_w = r->done_r = -1;
 	if (pipe(gate) || pipe(done))
 		return -errno;
 	r->pid = fork();
