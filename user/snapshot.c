@@ -18,9 +18,11 @@ struct tr_frame {
 	__u64 link;              /* link value of the frame (return PC or typed delta) */
 };
 
-/* A decoded snapshot: its PC and the inlined frames (slot > 0) above the start frame. */
+/* A decoded snapshot: the PC of the bytecode its code executes and the inlined frames
+ * (slot > 0) above the start frame. */
 struct tr_snap {
-	__u64 pc;
+	__u64 pc;                /* see tr_exec_pc: not always the snapshot's resume PC */
+	__u8 depth;              /* baseslot - 2 of the innermost frame (0: the start frame) */
 	__u64 startpt;           /* GCproto* of slot 0's function if it is a constant, else 0 */
 	int ok;                  /* every inlined function was a constant we could read */
 	int nfr;
@@ -188,6 +190,7 @@ static void tr_decode_snap(struct nupp_traces *t, __u64 ir, const __u32 *map, __
 		return;
 	/* FR2: the PC is the 64-bit word after the entries, shifted by 8 (lj_jit.h:222-230). */
 	memcpy(&sn->pc, &map[mapofs + nent], 8);
+	sn->depth = (__u8)sn->pc;
 	sn->pc >>= 8;
 	for (i = 0; i < nent; i++) {
 		__u32 e = map[mapofs + i], ref = e & 0xffff;
@@ -229,6 +232,25 @@ static void tr_decode_snap(struct nupp_traces *t, __u64 ir, const __u32 *map, __
 		fr->link = knum[s];
 	}
 	sn->ok = 1;
+}
+
+/* The snapshot's PC is where the interpreter resumes if a guard of its code fails, which
+ * is the bytecode being executed except for snapshots taken in the middle of a control
+ * instruction: the exit guard of a FORL is taken with the PC after the loop (rec_for,
+ * lj_record.c: `J->pc = fori+bc_j(*fori)+1; lj_snap_add(J);` before emitting the compare),
+ * so the loop's own compare-and-branch would be reported on the line after the loop.
+ * Proven case fixed here: a root trace that starts at a FORL (T->startins, the original
+ * instruction at T->startpc) never records the instruction after its own loop in the
+ * start frame (leaving the loop aborts the recording, LJ_TRERR_LLEAVE), so a snapshot of
+ * the start frame (depth 0) whose PC is startpc + 1 is that FORL's exit guard and its code
+ * executes the FORL. Anything else keeps the snapshot's PC. */
+static void tr_exec_pc(const struct nupp_lj_layout *lo, __u64 startpc, __u32 startins, __u16 root,
+		       struct tr_snap *sn)
+{
+	__u32 op = startins & ((1u << lo->bc_a_shift) - 1);
+
+	if (!root && op == lo->bc_forl && sn->depth == 0 && startpc && sn->pc == startpc + lo->bcins_size)
+		sn->pc = startpc;
 }
 
 /* Decodes (and caches) trace T now, while it is alive. */
@@ -286,6 +308,8 @@ int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno)
 		e->mcofs[i] = (__u16)tr_get(sp, lo->snap_mcofs, 2);
 		tr_decode_snap(t, ir, map, nsnapmap, (__u32)tr_get(sp, lo->snap_mapofs, 4),
 			       (__u32)tr_get(sp, lo->snap_nent, 1), &e->snaps[i]);
+		tr_exec_pc(lo, tr_get(hdr, lo->T_startpc, 8), (__u32)tr_get(hdr, lo->T_startins, 4),
+			   (__u16)tr_get(hdr, lo->T_root, 2), &e->snaps[i]);
 	}
 	free(snaps);
 	free(map);
@@ -348,14 +372,17 @@ static struct tr_entry *tr_find(struct nupp_traces *t, const struct nupp_smp_sta
 	return NULL;
 }
 
-/* Position of return PC pc inside the Lua frame f, or -1. */
-static __s32 tr_pos(const struct nupp_lj_layout *lo, const struct nupp_smp_frame *f, __u64 pc)
+/* Position inside the Lua frame f of the bytecode at pc (the leaf: a snapshot PC is the
+ * instruction itself, lj_snap_restore resumes there) or, with ret, of the call that
+ * return PC pc follows (the frame links below it, as lj_debug_framepc counts), or -1. */
+static __s32 tr_pos(const struct nupp_lj_layout *lo, const struct nupp_smp_frame *f, __u64 pc, int ret)
 {
 	__u64 bc = f->ptr + lo->pt_size;
 
-	if (f->kind != NUPP_SMP_LUA || pc <= bc || pc > bc + 4ull * f->sizebc || (pc & 3))
+	if (f->kind != NUPP_SMP_LUA || pc < bc + (ret ? lo->bcins_size : 0) || pc >= bc + (__u64)lo->bcins_size * f->sizebc ||
+	    ((pc - bc) % lo->bcins_size))
 		return -1;
-	return (__s32)((pc - bc) / 4) - 1;
+	return (__s32)((pc - bc) / lo->bcins_size) - (ret ? 1 : 0);
 }
 
 /* Rewrites a trace sample's frames with the snapshot's leaf PC and inlined frames. */
@@ -400,7 +427,9 @@ int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, s
 	for (i = 0; i <= sn->nfr; i++) {
 		struct nupp_smp_frame *f = &out[i];
 
-		f->pos = tr_pos(lo, f, pc);
+		f->pos = tr_pos(lo, f, pc, i > 0);
+		if (i == 0 && f->pos < 0)
+			return -ENOENT; /* the PC is not in the innermost frame: not decoded */
 		if (i < sn->nfr) {
 			const struct tr_frame *fr = &sn->fr[sn->nfr - 1 - i];
 
