@@ -92,7 +92,7 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 	TraceNo i;
 	SnapNo s;
 	BCOp op;
-	int n, line, with_inner = 0, checked = 0, loophead = 0, forl = 0;
+	int n, line, with_inner = 0, checked = 0, loophead = 0, forl = 0, comp = 0;
 
 	luaL_openlibs(L);
 	ck_assert_int_eq(luaL_loadbuffer(L, chunk, strlen(chunk), "=snaptest"), 0);
@@ -137,8 +137,16 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 			 * its lines that run on the trace; hot() at the CALL on line 9 */
 			ck_assert_uint_ne(pcbase & 0xff, 0); /* an inlined frame */
 			ck_assert_uint_eq(out[0].ptr, (__u64)(uintptr_t)pinner);
-			ck_assert_int_eq(out[0].pos, (int)proto_bcpos(pinner, spc));
 			line = lj_debug_line(pinner, (BCPos)out[0].pos);
+			if (bc_op(*spc) == BC_KSHORT) {
+				/* `v = 0`, the branch the trace does not take: the snapshot of the
+				 * comparison `v > 1e9`, whose code executes the comparison */
+				ck_assert_int_eq(out[0].pos, (int)proto_bcpos(pinner, spc) - 2);
+				ck_assert_int_eq(bc_op(proto_bc(pinner)[out[0].pos]), BC_ISGE);
+				comp++;
+			} else {
+				ck_assert_int_eq(out[0].pos, (int)proto_bcpos(pinner, spc));
+			}
 			ck_assert_msg(line == 3 || line == 4, "snapshot %d: inner line %d", s, line);
 			ck_assert_uint_eq(out[1].ptr, (__u64)(uintptr_t)phot);
 			ck_assert_int_eq(bc_op(proto_bc(phot)[out[1].pos]), BC_CALL);
@@ -177,6 +185,7 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 	ck_assert_int_gt(with_inner, 0);
 	ck_assert_int_eq(loophead, 1);
 	ck_assert_int_eq(forl, 2); /* the pre-roll's FORL and the loop's */
+	ck_assert_int_eq(comp, 2); /* the pre-roll's comparison and the loop's */
 
 	/* a snapshot PC outside the innermost frame's bytecode is not decoded */
 	st.frames[0].sizebc = 1;
@@ -205,6 +214,99 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 }
 END_TEST
 
+/* Multi-line `if`s taken either way and a `while` loop: a comparison's snapshot resumes
+ * at the branch the trace does not take; its code executes the comparison. */
+static const char *chunk_if =
+	"local function hot(n, t)\n"          /* 1 */
+	"  local s, m = 0, 0\n"               /* 2 */
+	"  for i = 1, n do\n"                 /* 3 */
+	"    local v = t[i % 64 + 1]\n"       /* 4 */
+	"    if v > 1e9 then\n"               /* 5: never true */
+	"      s = 0\n"                       /* 6 */
+	"    end\n"                           /* 7 */
+	"    if v >= 0 then\n"                /* 8: always true */
+	"      m = m + v\n"                   /* 9 */
+	"    end\n"                           /* 10 */
+	"    s = s + v\n"                     /* 11 */
+	"  end\n"                             /* 12 */
+	"  local j = 0\n"                     /* 13 */
+	"  while j < n do\n"                  /* 14 */
+	"    j = j + t[j % 64 + 1]\n"         /* 15 */
+	"  end\n"                             /* 16 */
+	"  return s + m + j\n"                /* 17 */
+	"end\n"
+	"local t = {}; for i = 1, 64 do t[i] = i end\n"
+	"for k = 1, 100 do hot(3000, t) end\n"
+	"return hot\n";
+
+/* The lines of the snapshots of hot()'s root loop trace starting at line `start`, in
+ * snapshot order (snapshots without code skipped), as a string "4 5 8 ...". */
+static void loop_lines(lua_State *L, struct nupp_traces *tc, GCproto *pt, int start, char *buf, size_t size)
+{
+	jit_State *J = G2J(G(L));
+	struct nupp_smp_stack st;
+	struct nupp_smp_frame out[NUPP_SMP_MAX_DEPTH + 16];
+	GCtrace *T = NULL;
+	size_t len = 0;
+	TraceNo i;
+	SnapNo s;
+	int n;
+
+	buf[0] = 0;
+	for (i = 1; i < J->sizetrace; i++) {
+		GCtrace *t = traceref(J, i);
+
+		if (t && gcref(t->startpt) == obj2gco(pt) && t->linktype == LJ_TRLINK_LOOP && !t->root &&
+		    lj_debug_line(pt, proto_bcpos(pt, mref(t->startpc, BCIns))) == start)
+			T = t;
+	}
+	ck_assert_msg(T != NULL, "no loop trace at line %d", start);
+	ck_assert_int_eq(nupp_traces_add(tc, (__u64)(uintptr_t)T, T->traceno), 0);
+	memset(&st, 0, sizeof(st));
+	st.depth = 1;
+	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
+	st.traceno = T->traceno;
+	st.trace = (__u64)(uintptr_t)T;
+	st.mcode = (__u64)(uintptr_t)T->mcode;
+	st.frames[0] = lua_frame(pt, -1);
+	for (s = 0; s < T->nsnap; s++) {
+		st.mcofs = T->snap[s].mcofs;
+		if (s + 1 < T->nsnap && T->snap[s + 1].mcofs == st.mcofs)
+			continue;
+		n = nupp_traces_expand(tc, &st, out, (int)(sizeof(out) / sizeof(out[0])));
+		ck_assert_int_eq(n, 1);
+		len += snprintf(buf + len, size - len, "%s%d", len ? " " : "",
+				(int)lj_debug_line(pt, (BCPos)out[0].pos));
+	}
+}
+
+START_TEST(comparison_snapshots_name_the_comparison)
+{
+	lua_State *L = luaL_newstate();
+	struct nupp_traces *tc;
+	GCproto *pt;
+	char lines[256];
+
+	luaL_openlibs(L);
+	ck_assert_int_eq(luaL_loadbuffer(L, chunk_if, strlen(chunk_if), "=snapif"), 0);
+	ck_assert_int_eq(lua_pcall(L, 0, 1, 0), 0);
+	pt = funcproto((GCfunc *)lua_topointer(L, 1));
+	tc = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
+	/* The for loop (pre-roll, then loop part): line 4's loads; the never-true `if` on
+	 * line 5 (it resumes at line 6, which the trace never runs); the always-true `if` on
+	 * line 8 (it resumes at line 11, after its `end`); line 9, where the trace follows
+	 * the branch; the FORL's exit guard on the for line 3 (it resumes at line 13). */
+	loop_lines(L, tc, pt, 3, lines, sizeof(lines));
+	ck_assert_str_eq(lines, "4 5 8 9 3 4 5 8 3");
+	/* The while loop: line 15's work and the `j < n` comparison on line 14 (it resumes
+	 * at line 17, after the loop). */
+	loop_lines(L, tc, pt, 14, lines, sizeof(lines));
+	ck_assert_str_eq(lines, "15 14 15 14");
+	nupp_traces_free(tc);
+	lua_close(L);
+}
+END_TEST
+
 /* Runs the suite. */
 int main(void)
 {
@@ -215,6 +317,7 @@ int main(void)
 
 	tcase_add_test(tc, snap_search_is_rightmost_le);
 	tcase_add_test(tc, trace_snapshots_give_lines_and_inlined_frames);
+	tcase_add_test(tc, comparison_snapshots_name_the_comparison);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
