@@ -5,12 +5,12 @@
 --
 -- A sample inside the trace names the snapshot whose machine code holds the IP (LuaJIT's
 -- lj_trace_unwind rule); the code of a snapshot is what was recorded from it up to the
--- next one, so a line is exact when a snapshot starts it. Here each body line does:
+-- next one, so a line is exact when a snapshot starts it and its work stays on it:
 --   line 29: starts the loop part of the trace (the loop snapshot's PC is the body's
 --            first bytecode);
---   lines 30, 31, 32 and inner's line 22: start with a comparison guard (a snapshot of
---            its own), its `then` on the same line;
--- and keeps its work (two dependent square roots, then a multiply that absorbs the
+--   lines 30, 31, 32 and inner's line 22: start with a comparison guard, which takes a
+--            snapshot (resuming at the branch not taken; nupp names the comparison);
+-- each keeps its work (two dependent square roots, then a multiply that absorbs the
 -- skid of the sample IP) on that line. The loop header (line 28) owns the FORL's
 -- compare-and-branch; its increment is recorded before the FORL's snapshot and so
 -- runs in line 32's code. math.sqrt is inlined (sqrtsd): no C helper is called.
