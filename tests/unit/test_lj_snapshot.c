@@ -214,7 +214,7 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 }
 END_TEST
 
-/* Multi-line `if`s taken either way and a `while` loop: a comparison's snapshot resumes
+/* Multi-line `if`s taken either way and `while` and `repeat` loops: a comparison's snapshot resumes
  * at the branch the trace does not take; its code executes the comparison. */
 static const char *chunk_if =
 	"local function hot(n, t)\n"          /* 1 */
@@ -233,7 +233,11 @@ static const char *chunk_if =
 	"  while j < n do\n"                  /* 14 */
 	"    j = j + t[j % 64 + 1]\n"         /* 15 */
 	"  end\n"                             /* 16 */
-	"  return s + m + j\n"                /* 17 */
+	"  local k = 0\n"                     /* 17 */
+	"  repeat\n"                          /* 18 */
+	"    k = k + t[k % 64 + 1]\n"         /* 19 */
+	"  until k >= n\n"                    /* 20 */
+	"  return s + m + j + k\n"            /* 21 */
 	"end\n"
 	"local t = {}; for i = 1, 64 do t[i] = i end\n"
 	"for k = 1, 100 do hot(3000, t) end\n"
@@ -302,6 +306,10 @@ START_TEST(comparison_snapshots_name_the_comparison)
 	 * at line 17, after the loop). */
 	loop_lines(L, tc, pt, 14, lines, sizeof(lines));
 	ck_assert_str_eq(lines, "15 14 15 14");
+	/* The repeat loop: line 19's work and the `until` comparison on line 20 (it resumes
+	 * at line 21, after the loop). */
+	loop_lines(L, tc, pt, 18, lines, sizeof(lines));
+	ck_assert_str_eq(lines, "19 20 19 20");
 	nupp_traces_free(tc);
 	lua_close(L);
 }
