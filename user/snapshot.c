@@ -8,7 +8,7 @@
 #include "sampler_internal.h"
 
 /* LuaJIT's own headers (build/luajit/src) for the bytecode and IR opcodes; used only if
- * they agree with the layout the target VM exports (tr_ops_agree). */
+ * they agree with the layout the target VM exports (nupp_traces.ops_ok). */
 #include "lj_obj.h"
 #include "lj_bc.h"
 #include "lj_ir.h"
@@ -307,7 +307,7 @@ static __s32 tr_bc_line(struct nupp_traces *t, const struct tr_bc *b, __u32 pos)
 }
 
 /* A control instruction a resume PC may belong to: id names the instruction (a loop by
- * its FORI), pos is the bytecode reported for it. */
+ * its FORL), pos is the bytecode reported for it. */
 struct tr_cand {
 	__u32 id, pos;
 };
@@ -339,14 +339,15 @@ static int tr_ctrl(const struct tr_bc *b, __u32 pos, struct tr_cand *c)
 
 	if (pos >= 1) {
 		BCOp op = bc_op(b->ins[pos - 1]);
-		__s64 fori;
+		__s64 forl;
 
+		/* FORI and JFORI jump past their FORL; JFORL's D is a trace number. */
 		if (op == BC_FORI || op == BC_JFORI) {
-			c[n++] = (struct tr_cand){ pos - 1, pos - 1 };
+			forl = tr_target(b, pos - 1) - 1;
+			if (forl > pos - 1 && forl < b->n)
+				c[n++] = (struct tr_cand){ (__u32)forl, pos - 1 };
 		} else if (op == BC_FORL || op == BC_IFORL || op == BC_JFORL) {
-			fori = tr_target(b, pos - 1) - 1;
-			if (fori >= 0 && fori < pos - 1)
-				c[n++] = (struct tr_cand){ (__u32)fori, pos - 1 };
+			c[n++] = (struct tr_cand){ pos - 1, pos - 1 };
 		}
 	}
 	if (pos >= 2 && bc_op(b->ins[pos - 1]) == BC_JMP && tr_is_comp(bc_op(b->ins[pos - 2])))
@@ -391,10 +392,11 @@ static int tr_snap_comp(struct nupp_traces *t, __u64 ir, __u32 nins, const struc
  *  2. Otherwise, when the snapshot's code starts with a comparison guard (rec_comp_prep
  *     and rec_for take the snapshot right before it), the resume PC names the control
  *     instructions it may belong to (tr_ctrl), unless the snapshot just before, in the
- *     same frame, is the guard snapshot of the same instruction resuming at the other
- *     branch: then this one is the snapshot taken at the start of the branch the trace
- *     follows (needsnap), and its PC is executed. Candidates on one line give that line;
- *     candidates on different lines cannot be told apart: the snapshot is not decoded.
+ *     same frame, holds only the guard of the same instruction (loop) and resumes at the
+ *     other branch: then this one is the snapshot taken at the start of the branch the
+ *     trace follows (needsnap after the guard), and its PC is executed. Candidates on one
+ *     line give that line; on different lines they cannot be told apart: the snapshot is
+ *     not decoded (its samples are lost as 'symbolize').
  * Returns 0 or -errno (the snapshot's fields are left as they were). */
 static int tr_exec_pc(struct nupp_traces *t, struct tr_entry *e, __u64 ir, __u32 nins, __u64 startpc,
 		      __u32 startins, __u16 root, struct tr_bc *b, __u32 i)
@@ -425,8 +427,9 @@ static int tr_exec_pc(struct nupp_traces *t, struct tr_entry *e, __u64 ir, __u32
 	n = tr_ctrl(b, (__u32)((sn->pc - bc) / sizeof(BCIns)), c);
 	if (n == 0)
 		return 0;
-	if (n > 0 && pv && pv->ok && pv->depth == sn->depth && tr_snap_proto(e, pv) == pt && pv->resume != sn->pc &&
-	    pv->resume >= bc && pv->resume < bc + (__u64)b->n * sizeof(BCIns) && tr_snap_comp(t, ir, nins, pv))
+	if (n > 0 && pv && pv->ok && pv->ref + 1 == sn->ref && pv->depth == sn->depth && tr_snap_proto(e, pv) == pt &&
+	    pv->resume != sn->pc && pv->resume >= bc && pv->resume < bc + (__u64)b->n * sizeof(BCIns) &&
+	    tr_snap_comp(t, ir, nins, pv))
 		np = tr_ctrl(b, (__u32)((pv->resume - bc) / sizeof(BCIns)), pc);
 	for (j = 0; j < n; j++)
 		for (k = 0; k < np; k++)
@@ -579,8 +582,8 @@ static __s32 tr_pos(const struct nupp_lj_layout *lo, const struct nupp_smp_frame
 {
 	__u64 bc = f->ptr + lo->pt_size;
 
-	if (f->kind != NUPP_SMP_LUA || pc < bc + (ret ? lo->bcins_size : 0) || pc >= bc + (__u64)lo->bcins_size * f->sizebc ||
-	    ((pc - bc) % lo->bcins_size))
+	if (f->kind != NUPP_SMP_LUA || pc < bc + (ret ? lo->bcins_size : 0) ||
+	    pc >= bc + (__u64)lo->bcins_size * f->sizebc || ((pc - bc) % lo->bcins_size))
 		return -1;
 	return (__s32)((pc - bc) / lo->bcins_size) - (ret ? 1 : 0);
 }
