@@ -214,8 +214,8 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 }
 END_TEST
 
-/* Multi-line `if`s taken either way and `while` and `repeat` loops: a comparison's snapshot resumes
- * at the branch the trace does not take; its code executes the comparison. */
+/* Multi-line `if`s taken either way, `while` and `repeat` loops: a comparison's snapshot
+ * resumes at the branch the trace does not take; its code executes the comparison. */
 static const char *chunk_if =
 	"local function hot(n, t)\n"          /* 1 */
 	"  local s, m = 0, 0\n"               /* 2 */
