@@ -1,5 +1,10 @@
 /* Trace samples to source positions: the snapshot that covers a machine-code offset
- * gives the leaf PC and the frames inlined into the trace (luajit-internals.md §5.3). */
+ * gives the leaf PC and the frames inlined into the trace (luajit-internals.md §5.3).
+ * The code of snapshot k is what was recorded from k up to snapshot k+1 (mcofs, assembled
+ * backwards, marks where the code of its first IR instruction starts); the leaf is the
+ * bytecode that code starts executing: the snapshot's PC itself (not PC - 1), or for a
+ * control instruction's guard snapshot, which resumes at the other branch, that
+ * instruction (tr_exec_pc). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
