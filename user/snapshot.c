@@ -1,5 +1,10 @@
 /* Trace samples to source positions: the snapshot that covers a machine-code offset
- * gives the leaf PC and the frames inlined into the trace (luajit-internals.md §5.3). */
+ * gives the leaf PC and the frames inlined into the trace (luajit-internals.md §5.3).
+ * The code of snapshot k is what was recorded from k up to snapshot k+1 (mcofs, assembled
+ * backwards, marks where the code of its first IR instruction starts); the leaf is the
+ * bytecode that code starts executing: the snapshot's PC itself (not PC - 1), or for a
+ * control instruction's guard snapshot, which resumes at the other branch, that
+ * instruction (tr_exec_pc). */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,10 +12,18 @@
 #include "nupp_internal.h"
 #include "sampler_internal.h"
 
+/* LuaJIT's own headers (build/luajit/src) for the bytecode and IR opcodes; used only if
+ * they agree with the layout the target VM exports (nupp_traces.ops_ok). */
+#include "lj_obj.h"
+#include "lj_bc.h"
+#include "lj_ir.h"
+
 #define TR_BUCKETS 1024
 #define TR_MAX_SNAP 4096
 #define TR_MAX_SNAPMAP (1u << 20)
 #define TR_MAX_INL 16 /* inlined frames kept per snapshot */
+#define TR_MAX_BC (1u << 20) /* instructions of a prototype we read */
+#define TR_MAX_CAND 8        /* control instructions a resume PC may belong to */
 
 /* One inlined frame of a snapshot, innermost last. */
 struct tr_frame {
@@ -18,9 +31,13 @@ struct tr_frame {
 	__u64 link;              /* link value of the frame (return PC or typed delta) */
 };
 
-/* A decoded snapshot: its PC and the inlined frames (slot > 0) above the start frame. */
+/* A decoded snapshot: the PC of the bytecode its code executes and the inlined frames
+ * (slot > 0) above the start frame. */
 struct tr_snap {
-	__u64 pc;
+	__u64 pc;                /* see tr_exec_pc: not always the snapshot's resume PC */
+	__u64 resume;            /* the snapshot's PC: where the interpreter resumes */
+	__u32 ref;               /* first IR instruction of the snapshot's code */
+	__u8 depth;              /* baseslot - 2 of the innermost frame (0: the start frame) */
 	__u64 startpt;           /* GCproto* of slot 0's function if it is a constant, else 0 */
 	int ok;                  /* every inlined function was a constant we could read */
 	int nfr;
@@ -40,6 +57,7 @@ struct tr_entry {
 
 struct nupp_traces {
 	struct nupp_lj_layout lo;
+	int ops_ok; /* our LuaJIT headers number bytecodes and IR as the target does */
 	nupp_read_fn read;
 	void *read_ctx;
 	struct tr_entry *b[TR_BUCKETS];
@@ -71,6 +89,10 @@ struct nupp_traces *nupp_traces_new(const struct nupp_lj_layout *lo, nupp_read_f
 	if (!t)
 		return NULL;
 	t->lo = *lo;
+	t->ops_ok = lo->nbc == BC__MAX && lo->bc_forl == BC_FORL && lo->bc_iforl == BC_IFORL &&
+		    lo->bc_iterl == BC_ITERL && lo->bc_loop == BC_LOOP && lo->bc_jloop == BC_JLOOP &&
+		    lo->bc_funcf == BC_FUNCF && lo->bc_itern == BC_ITERN && lo->bcins_size == sizeof(BCIns) &&
+		    lo->ir_kgc == IR_KGC && lo->ir_knum == IR_KNUM && lo->ir_kint64 == IR_KINT64;
 	t->read = read;
 	t->read_ctx = read_ctx;
 	return t;
@@ -188,6 +210,7 @@ static void tr_decode_snap(struct nupp_traces *t, __u64 ir, const __u32 *map, __
 		return;
 	/* FR2: the PC is the 64-bit word after the entries, shifted by 8 (lj_jit.h:222-230). */
 	memcpy(&sn->pc, &map[mapofs + nent], 8);
+	sn->depth = (__u8)sn->pc;
 	sn->pc >>= 8;
 	for (i = 0; i < nent; i++) {
 		__u32 e = map[mapofs + i], ref = e & 0xffff;
@@ -231,6 +254,208 @@ static void tr_decode_snap(struct nupp_traces *t, __u64 ir, const __u32 *map, __
 	sn->ok = 1;
 }
 
+/* The bytecode and line info of one prototype of the target. */
+struct tr_bc {
+	__u64 pt;   /* GCproto*, 0: nothing loaded */
+	__u32 n;    /* sizebc */
+	BCIns *ins;
+	__s32 firstline, numline;
+	__u64 lineinfo;
+};
+
+/* Loads prototype pt's bytecode into b (kept if it is already there); 0 or -errno. */
+static int tr_bc_load(struct nupp_traces *t, __u64 pt, struct tr_bc *b)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	__u32 n = 0;
+	int err;
+
+	if (b->pt == pt)
+		return 0;
+	b->pt = 0;
+	err = t->read(t->read_ctx, pt + lo->pt_sizebc, &n, 4);
+	if (!err && (n < 1 || n > TR_MAX_BC))
+		err = -EINVAL;
+	if (err)
+		return err;
+	if (n > b->n || !b->ins) {
+		BCIns *p = realloc(b->ins, (size_t)n * sizeof(BCIns));
+
+		if (!p)
+			return -ENOMEM;
+		b->ins = p;
+	}
+	b->n = n;
+	err = t->read(t->read_ctx, pt + lo->pt_size, b->ins, (size_t)n * sizeof(BCIns));
+	if (!err)
+		err = t->read(t->read_ctx, pt + lo->pt_firstline, &b->firstline, 4);
+	if (!err)
+		err = t->read(t->read_ctx, pt + lo->pt_numline, &b->numline, 4);
+	if (!err)
+		err = t->read(t->read_ctx, pt + lo->pt_lineinfo, &b->lineinfo, 8);
+	if (!err)
+		b->pt = pt;
+	return err;
+}
+
+/* Line of the bytecode at pos (lj_debug_line), or -1 if it cannot be read. */
+static __s32 tr_bc_line(struct nupp_traces *t, const struct tr_bc *b, __u32 pos)
+{
+	int w = b->numline < 256 ? 1 : b->numline < 65536 ? 2 : 4;
+	__u32 v = 0;
+
+	if (pos == 0)
+		return b->firstline;
+	if (!b->lineinfo || pos >= b->n || t->read(t->read_ctx, b->lineinfo + (__u64)(pos - 1) * w, &v, w))
+		return -1;
+	return b->firstline + (__s32)v;
+}
+
+/* A control instruction a resume PC may belong to: id names the instruction (a loop by
+ * its FORL), pos is the bytecode reported for it. */
+struct tr_cand {
+	__u32 id, pos;
+};
+
+/* Is op a comparison that records a guard with rec_comp_prep (lj_record.c)? */
+_Static_assert(BC_ISLT == 0, "the comparisons ISLT .. ISNEP come first in lj_bc.h");
+static int tr_is_comp(BCOp op)
+{
+	return op <= BC_ISNEP;
+}
+
+/* Jump target of the jump instruction at pos. */
+static __s64 tr_target(const struct tr_bc *b, __u32 pos)
+{
+	return (__s64)pos + 1 + bc_j(b->ins[pos]);
+}
+
+/* The control instructions whose guard snapshot may resume at pos, because the snapshot
+ * was taken with the PC of the branch not taken (lj_record.c):
+ *  - a FORI/FORL (rec_for) resumes at the loop body (pos - 1 is the FORI) or after the
+ *    loop (pos - 1 is the FORL): reported at that FORI/FORL, the for line;
+ *  - a comparison ISxx + JMP at q (rec_comp_fixup) resumes at q + 2 or at the JMP's
+ *    target: reported at the comparison.
+ * Returns the number of candidates, or -1 if there are too many. */
+static int tr_ctrl(const struct tr_bc *b, __u32 pos, struct tr_cand *c)
+{
+	int n = 0;
+	__u32 q;
+
+	if (pos >= 1) {
+		BCOp op = bc_op(b->ins[pos - 1]);
+		__s64 forl;
+
+		/* FORI and JFORI jump past their FORL; JFORL's D is a trace number. */
+		if (op == BC_FORI || op == BC_JFORI) {
+			forl = tr_target(b, pos - 1) - 1;
+			if (forl > pos - 1 && forl < b->n)
+				c[n++] = (struct tr_cand){ (__u32)forl, pos - 1 };
+		} else if (op == BC_FORL || op == BC_IFORL || op == BC_JFORL) {
+			c[n++] = (struct tr_cand){ pos - 1, pos - 1 };
+		}
+	}
+	if (pos >= 2 && bc_op(b->ins[pos - 1]) == BC_JMP && tr_is_comp(bc_op(b->ins[pos - 2])))
+		c[n++] = (struct tr_cand){ pos - 2, pos - 2 };
+	for (q = 0; q + 1 < b->n; q++)
+		if (tr_is_comp(bc_op(b->ins[q])) && bc_op(b->ins[q + 1]) == BC_JMP && tr_target(b, q + 1) == pos &&
+		    q + 2 != pos) {
+			if (n == TR_MAX_CAND)
+				return -1;
+			c[n++] = (struct tr_cand){ q, q };
+		}
+	return n;
+}
+
+/* Innermost frame's prototype of a decoded snapshot, or 0. */
+static __u64 tr_snap_proto(const struct tr_entry *e, const struct tr_snap *sn)
+{
+	if (!sn->nfr)
+		return e->startpt;
+	return sn->fr[sn->nfr - 1].f.kind == NUPP_SMP_LUA ? sn->fr[sn->nfr - 1].f.ptr : 0;
+}
+
+/* Is the first IR instruction of snapshot sn's code a comparison guard? */
+_Static_assert(IR_LT == 0, "the comparisons LT .. NE come first in lj_ir.h");
+static int tr_snap_comp(struct nupp_traces *t, __u64 ir, __u32 nins, const struct tr_snap *sn)
+{
+	__u8 op = 0xff;
+
+	if (sn->ref >= nins || t->read(t->read_ctx, ir + (__u64)sn->ref * t->lo.ir_size + t->lo.ir_o, &op, 1))
+		return 0;
+	return op <= IR_NE;
+}
+
+/* The snapshot's PC is where the interpreter resumes if a guard of its code fails. That
+ * is the bytecode being executed, except for the snapshots a control instruction takes
+ * just before emitting its guard, with the PC of the branch not taken: the code that
+ * follows (the guard first) executes the control instruction, not that PC.
+ *  1. Proven without opcodes: a root trace that starts at a FORL (T->startins, the
+ *     original instruction at T->startpc) never records the instruction after its own
+ *     loop in the start frame (leaving the loop aborts the recording, LJ_TRERR_LLEAVE),
+ *     so a start-frame snapshot (depth 0) at startpc + 1 is that FORL's exit guard.
+ *  2. Otherwise, when the snapshot's code starts with a comparison guard (rec_comp_prep
+ *     and rec_for take the snapshot right before it), the resume PC names the control
+ *     instructions it may belong to (tr_ctrl), unless the snapshot just before, in the
+ *     same frame, holds only the guard of the same instruction (loop) and resumes at the
+ *     other branch: then this one is the snapshot taken at the start of the branch the
+ *     trace follows (needsnap after the guard), and its PC is executed. Candidates on one
+ *     line give that line; on different lines they cannot be told apart: the snapshot is
+ *     not decoded (its samples are lost as 'symbolize').
+ * Returns 0 or -errno (the snapshot's fields are left as they were). */
+static int tr_exec_pc(struct nupp_traces *t, struct tr_entry *e, __u64 ir, __u32 nins, __u64 startpc,
+		      __u32 startins, __u16 root, struct tr_bc *b, __u32 i)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	struct tr_snap *sn = &e->snaps[i], *pv = i ? &e->snaps[i - 1] : NULL;
+	struct tr_cand c[TR_MAX_CAND], pc[TR_MAX_CAND];
+	__u64 pt = tr_snap_proto(e, sn), bc;
+	__s32 line = -1, l;
+	int n, np = 0, j, k, err;
+
+	sn->resume = sn->pc;
+	if (!sn->ok)
+		return 0;
+	if (!root && (startins & ((1u << lo->bc_a_shift) - 1)) == lo->bc_forl && sn->depth == 0 && startpc &&
+	    sn->pc == startpc + lo->bcins_size) {
+		sn->pc = startpc;
+		return 0;
+	}
+	if (!t->ops_ok || !pt || !tr_snap_comp(t, ir, nins, sn))
+		return 0;
+	err = tr_bc_load(t, pt, b);
+	if (err)
+		return err;
+	bc = pt + lo->pt_size;
+	if (sn->pc < bc || sn->pc >= bc + (__u64)b->n * sizeof(BCIns) || (sn->pc - bc) % sizeof(BCIns))
+		return 0; /* not in the frame: nupp_traces_expand refuses it */
+	n = tr_ctrl(b, (__u32)((sn->pc - bc) / sizeof(BCIns)), c);
+	if (n == 0)
+		return 0;
+	if (n > 0 && pv && pv->ok && pv->ref + 1 == sn->ref && pv->depth == sn->depth && tr_snap_proto(e, pv) == pt &&
+	    pv->resume != sn->pc && pv->resume >= bc && pv->resume < bc + (__u64)b->n * sizeof(BCIns) &&
+	    tr_snap_comp(t, ir, nins, pv))
+		np = tr_ctrl(b, (__u32)((pv->resume - bc) / sizeof(BCIns)), pc);
+	for (j = 0; j < n; j++)
+		for (k = 0; k < np; k++)
+			if (c[j].id == pc[k].id)
+				return 0; /* the branch the trace follows: its PC is executed */
+	for (j = 0; j < n; j++) {
+		l = tr_bc_line(t, b, c[j].pos);
+		if (l < 0 || (j && l != line)) {
+			n = -1;
+			break;
+		}
+		line = l;
+	}
+	if (n < 0) {
+		sn->ok = 0; /* which instruction runs here is not known */
+		return 0;
+	}
+	sn->pc = bc + (__u64)c[0].pos * sizeof(BCIns);
+	return 0;
+}
+
 /* Decodes (and caches) trace T now, while it is alive. */
 int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno)
 {
@@ -240,6 +465,7 @@ int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno)
 	__u64 snap, snapmap, ir;
 	__u32 nsnapmap, i, *map = NULL;
 	unsigned char *snaps = NULL;
+	struct tr_bc bcv = { 0 };
 	unsigned b = tr_bucket(T);
 	int err;
 
@@ -286,7 +512,13 @@ int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno)
 		e->mcofs[i] = (__u16)tr_get(sp, lo->snap_mcofs, 2);
 		tr_decode_snap(t, ir, map, nsnapmap, (__u32)tr_get(sp, lo->snap_mapofs, 4),
 			       (__u32)tr_get(sp, lo->snap_nent, 1), &e->snaps[i]);
+		e->snaps[i].ref = (__u32)tr_get(sp, lo->snap_ref, 2);
 	}
+	for (i = 0; i < e->nsnap; i++)
+		if (tr_exec_pc(t, e, ir, (__u32)tr_get(hdr, lo->T_nins, 4), tr_get(hdr, lo->T_startpc, 8),
+			       (__u32)tr_get(hdr, lo->T_startins, 4), (__u16)tr_get(hdr, lo->T_root, 2), &bcv, i))
+			e->snaps[i].ok = 0; /* its bytecode could not be read: not decoded */
+	free(bcv.ins);
 	free(snaps);
 	free(map);
 	e->next = t->b[b];
@@ -348,14 +580,17 @@ static struct tr_entry *tr_find(struct nupp_traces *t, const struct nupp_smp_sta
 	return NULL;
 }
 
-/* Position of return PC pc inside the Lua frame f, or -1. */
-static __s32 tr_pos(const struct nupp_lj_layout *lo, const struct nupp_smp_frame *f, __u64 pc)
+/* Position inside the Lua frame f of the bytecode at pc (the leaf: a snapshot PC is the
+ * instruction itself, lj_snap_restore resumes there) or, with ret, of the call that
+ * return PC pc follows (the frame links below it, as lj_debug_framepc counts), or -1. */
+static __s32 tr_pos(const struct nupp_lj_layout *lo, const struct nupp_smp_frame *f, __u64 pc, int ret)
 {
 	__u64 bc = f->ptr + lo->pt_size;
 
-	if (f->kind != NUPP_SMP_LUA || pc <= bc || pc > bc + 4ull * f->sizebc || (pc & 3))
+	if (f->kind != NUPP_SMP_LUA || pc < bc + (ret ? lo->bcins_size : 0) ||
+	    pc >= bc + (__u64)lo->bcins_size * f->sizebc || ((pc - bc) % lo->bcins_size))
 		return -1;
-	return (__s32)((pc - bc) / 4) - 1;
+	return (__s32)((pc - bc) / lo->bcins_size) - (ret ? 1 : 0);
 }
 
 /* Rewrites a trace sample's frames with the snapshot's leaf PC and inlined frames. */
@@ -400,7 +635,9 @@ int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, s
 	for (i = 0; i <= sn->nfr; i++) {
 		struct nupp_smp_frame *f = &out[i];
 
-		f->pos = tr_pos(lo, f, pc);
+		f->pos = tr_pos(lo, f, pc, i > 0);
+		if (i == 0 && f->pos < 0)
+			return -ENOENT; /* the PC is not in the innermost frame: not decoded */
 		if (i < sn->nfr) {
 			const struct tr_frame *fr = &sn->fr[sn->nfr - 1 - i];
 

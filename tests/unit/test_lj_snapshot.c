@@ -34,9 +34,22 @@ START_TEST(snap_search_is_rightmost_le)
 }
 END_TEST
 
+/* A loop whose header (line 8) and body (lines 9-10) are on different lines, with inner()
+ * (lines 1-5) inlined into its trace. */
 static const char *chunk =
-	"local function inner(t, i) local v = t[i % 64 + 1]; if v > 1e9 then v = 0 end; return v * 2 end\n"
-	"local function hot(n, t) local s = 0; for i = 1, n do s = s + inner(t, i) end; return s end\n"
+	"local function inner(t, i)\n"         /* 1 */
+	"  local v = t[i % 64 + 1]\n"          /* 2 */
+	"  if v > 1e9 then v = 0 end\n"        /* 3 */
+	"  return v * 2\n"                     /* 4 */
+	"end\n"                                /* 5 */
+	"local function hot(n, t)\n"           /* 6 */
+	"  local s = 0\n"                      /* 7 */
+	"  for i = 1, n do\n"                  /* 8 */
+	"    local x = inner(t, i)\n"          /* 9 */
+	"    s = s + x\n"                      /* 10 */
+	"  end\n"                              /* 11 */
+	"  return s\n"                         /* 12 */
+	"end\n"                                /* 13 */
 	"local t = {}; for i = 1, 64 do t[i] = i end\n"
 	"hot(200000, t)\n"
 	"return hot, inner\n";
@@ -78,7 +91,8 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 	struct nupp_smp_frame out[NUPP_SMP_MAX_DEPTH + 16];
 	TraceNo i;
 	SnapNo s;
-	int n, with_inner = 0, checked = 0;
+	BCOp op;
+	int n, line, with_inner = 0, checked = 0, loophead = 0, forl = 0, comp = 0;
 
 	luaL_openlibs(L);
 	ck_assert_int_eq(luaL_loadbuffer(L, chunk, strlen(chunk), "=snaptest"), 0);
@@ -104,6 +118,14 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 	st.frames[0] = lua_frame(phot, -1);
 	st.frames[1] = lua_frame(phot, 3); /* stands for the caller chain */
 	for (s = 0; s < T->nsnap; s++) {
+		/* LuaJIT's own view of the snapshot: its PC (where the interpreter resumes)
+		 * and the depth of its innermost frame (lj_snap.c, snapshot_framelinks). */
+		SnapEntry *map = &T->snapmap[T->snap[s].mapofs];
+		uint64_t pcbase;
+		const BCIns *spc;
+
+		memcpy(&pcbase, &map[T->snap[s].nent], sizeof(pcbase));
+		spc = (const BCIns *)(uintptr_t)(pcbase >> 8);
 		/* a sample in the code of snapshot s (before the next one starts) */
 		st.mcofs = T->snap[s].mcofs;
 		if (s + 1 < T->nsnap && T->snap[s + 1].mcofs == st.mcofs)
@@ -111,24 +133,65 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 		n = nupp_traces_expand(tc, &st, out, (int)(sizeof(out) / sizeof(out[0])));
 		ck_assert_int_ge(n, 2);
 		if (n == 3) {
-			/* inner() inlined: its own frame, hot() at the CALL on line 2 */
+			/* inner() inlined: its own frame at the snapshot's PC, exactly, on one of
+			 * its lines that run on the trace; hot() at the CALL on line 9 */
+			ck_assert_uint_ne(pcbase & 0xff, 0); /* an inlined frame */
 			ck_assert_uint_eq(out[0].ptr, (__u64)(uintptr_t)pinner);
-			ck_assert_int_eq(lj_debug_line(pinner, (BCPos)out[0].pos), 1);
+			line = lj_debug_line(pinner, (BCPos)out[0].pos);
+			if (bc_op(*spc) == BC_KSHORT) {
+				/* `v = 0`, the branch the trace does not take: the snapshot of the
+				 * comparison `v > 1e9`, whose code executes the comparison */
+				ck_assert_int_eq(out[0].pos, (int)proto_bcpos(pinner, spc) - 2);
+				ck_assert_int_eq(bc_op(proto_bc(pinner)[out[0].pos]), BC_ISGE);
+				comp++;
+			} else {
+				ck_assert_int_eq(out[0].pos, (int)proto_bcpos(pinner, spc));
+			}
+			ck_assert_msg(line == 3 || line == 4, "snapshot %d: inner line %d", s, line);
 			ck_assert_uint_eq(out[1].ptr, (__u64)(uintptr_t)phot);
 			ck_assert_int_eq(bc_op(proto_bc(phot)[out[1].pos]), BC_CALL);
-			ck_assert_int_eq(lj_debug_line(phot, (BCPos)out[1].pos), 2);
+			ck_assert_int_eq(lj_debug_line(phot, (BCPos)out[1].pos), 9);
 			with_inner++;
 		} else {
 			ck_assert_int_eq(n, 2);
+			ck_assert_uint_eq(pcbase & 0xff, 0); /* the start frame */
 			ck_assert_uint_eq(out[0].ptr, (__u64)(uintptr_t)phot);
-			ck_assert_int_ge(out[0].pos, 0);
-			ck_assert_int_eq(lj_debug_line(phot, (BCPos)out[0].pos), 2);
+			line = lj_debug_line(phot, (BCPos)out[0].pos);
+			if (spc == mref(T->startpc, BCIns) + 1) {
+				/* the exit guard of the trace's FORL: LuaJIT resumes after the loop
+				 * (line 12); the code executes the FORL, on the for line */
+				ck_assert_int_eq(out[0].pos, (int)proto_bcpos(phot, mref(T->startpc, BCIns)));
+				ck_assert_int_eq(bc_op(T->startins), BC_FORL);
+				ck_assert_int_eq(line, 8);
+				forl++;
+			} else {
+				/* the bytecode at the snapshot's PC, exactly: a body line */
+				ck_assert_int_eq(out[0].pos, (int)proto_bcpos(phot, spc));
+				ck_assert_msg(line == 9 || line == 10, "snapshot %d: hot line %d", s, line);
+			}
+			/* the loop part starts at the body's first bytecode (line 9), not at the
+			 * FORI before it (line 8) */
+			if (T->snap[s].mcofs == T->mcloop) {
+				ck_assert_int_eq(line, 9);
+				op = bc_op(proto_bc(phot)[out[0].pos - 1]);
+				ck_assert(op == BC_FORI || op == BC_JFORI); /* JFORI once compiled */
+				loophead++;
+			}
 		}
 		ck_assert_int_eq(out[n - 1].pos, 3); /* the caller chain is kept */
 		checked++;
 	}
 	ck_assert_int_gt(checked, 1);
 	ck_assert_int_gt(with_inner, 0);
+	ck_assert_int_eq(loophead, 1);
+	ck_assert_int_eq(forl, 2); /* the pre-roll's FORL and the loop's */
+	ck_assert_int_eq(comp, 2); /* the pre-roll's comparison and the loop's */
+
+	/* a snapshot PC outside the innermost frame's bytecode is not decoded */
+	st.frames[0].sizebc = 1;
+	st.mcofs = T->mcloop;
+	ck_assert_int_eq(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	st.frames[0] = lua_frame(phot, -1);
 
 	/* a sample in a C helper called from the trace: frames kept, no leaf position */
 	st.flags = NUPP_SMP_F_TRACE;
@@ -151,6 +214,107 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 }
 END_TEST
 
+/* Multi-line `if`s taken either way, `while` and `repeat` loops: a comparison's snapshot
+ * resumes at the branch the trace does not take; its code executes the comparison. */
+static const char *chunk_if =
+	"local function hot(n, t)\n"          /* 1 */
+	"  local s, m = 0, 0\n"               /* 2 */
+	"  for i = 1, n do\n"                 /* 3 */
+	"    local v = t[i % 64 + 1]\n"       /* 4 */
+	"    if v > 1e9 then\n"               /* 5: never true */
+	"      s = 0\n"                       /* 6 */
+	"    end\n"                           /* 7 */
+	"    if v >= 0 then\n"                /* 8: always true */
+	"      m = m + v\n"                   /* 9 */
+	"    end\n"                           /* 10 */
+	"    s = s + v\n"                     /* 11 */
+	"  end\n"                             /* 12 */
+	"  local j = 0\n"                     /* 13 */
+	"  while j < n do\n"                  /* 14 */
+	"    j = j + t[j % 64 + 1]\n"         /* 15 */
+	"  end\n"                             /* 16 */
+	"  local k = 0\n"                     /* 17 */
+	"  repeat\n"                          /* 18 */
+	"    k = k + t[k % 64 + 1]\n"         /* 19 */
+	"  until k >= n\n"                    /* 20 */
+	"  return s + m + j + k\n"            /* 21 */
+	"end\n"
+	"local t = {}; for i = 1, 64 do t[i] = i end\n"
+	"for k = 1, 100 do hot(3000, t) end\n"
+	"return hot\n";
+
+/* The lines of the snapshots of hot()'s root loop trace starting at line `start`, in
+ * snapshot order (snapshots without code skipped), as a string "4 5 8 ...". */
+static void loop_lines(lua_State *L, struct nupp_traces *tc, GCproto *pt, int start, char *buf, size_t size)
+{
+	jit_State *J = G2J(G(L));
+	struct nupp_smp_stack st;
+	struct nupp_smp_frame out[NUPP_SMP_MAX_DEPTH + 16];
+	GCtrace *T = NULL;
+	size_t len = 0;
+	TraceNo i;
+	SnapNo s;
+	int n;
+
+	buf[0] = 0;
+	for (i = 1; i < J->sizetrace; i++) {
+		GCtrace *t = traceref(J, i);
+
+		if (t && gcref(t->startpt) == obj2gco(pt) && t->linktype == LJ_TRLINK_LOOP && !t->root &&
+		    lj_debug_line(pt, proto_bcpos(pt, mref(t->startpc, BCIns))) == start)
+			T = t;
+	}
+	ck_assert_msg(T != NULL, "no loop trace at line %d", start);
+	ck_assert_int_eq(nupp_traces_add(tc, (__u64)(uintptr_t)T, T->traceno), 0);
+	memset(&st, 0, sizeof(st));
+	st.depth = 1;
+	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
+	st.traceno = T->traceno;
+	st.trace = (__u64)(uintptr_t)T;
+	st.mcode = (__u64)(uintptr_t)T->mcode;
+	st.frames[0] = lua_frame(pt, -1);
+	for (s = 0; s < T->nsnap; s++) {
+		st.mcofs = T->snap[s].mcofs;
+		if (s + 1 < T->nsnap && T->snap[s + 1].mcofs == st.mcofs)
+			continue;
+		n = nupp_traces_expand(tc, &st, out, (int)(sizeof(out) / sizeof(out[0])));
+		ck_assert_int_eq(n, 1);
+		len += snprintf(buf + len, size - len, "%s%d", len ? " " : "",
+				(int)lj_debug_line(pt, (BCPos)out[0].pos));
+	}
+}
+
+START_TEST(comparison_snapshots_name_the_comparison)
+{
+	lua_State *L = luaL_newstate();
+	struct nupp_traces *tc;
+	GCproto *pt;
+	char lines[256];
+
+	luaL_openlibs(L);
+	ck_assert_int_eq(luaL_loadbuffer(L, chunk_if, strlen(chunk_if), "=snapif"), 0);
+	ck_assert_int_eq(lua_pcall(L, 0, 1, 0), 0);
+	pt = funcproto((GCfunc *)lua_topointer(L, 1));
+	tc = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
+	/* The for loop (pre-roll, then loop part): line 4's loads; the never-true `if` on
+	 * line 5 (it resumes at line 6, which the trace never runs); the always-true `if` on
+	 * line 8 (it resumes at line 11, after its `end`); line 9, where the trace follows
+	 * the branch; the FORL's exit guard on the for line 3 (it resumes at line 13). */
+	loop_lines(L, tc, pt, 3, lines, sizeof(lines));
+	ck_assert_str_eq(lines, "4 5 8 9 3 4 5 8 3");
+	/* The while loop: line 15's work and the `j < n` comparison on line 14 (it resumes
+	 * at line 17, after the loop). */
+	loop_lines(L, tc, pt, 14, lines, sizeof(lines));
+	ck_assert_str_eq(lines, "15 14 15 14");
+	/* The repeat loop: line 19's work and the `until` comparison on line 20 (it resumes
+	 * at line 21, after the loop). */
+	loop_lines(L, tc, pt, 18, lines, sizeof(lines));
+	ck_assert_str_eq(lines, "19 20 19 20");
+	nupp_traces_free(tc);
+	lua_close(L);
+}
+END_TEST
+
 /* Runs the suite. */
 int main(void)
 {
@@ -161,6 +325,7 @@ int main(void)
 
 	tcase_add_test(tc, snap_search_is_rightmost_le);
 	tcase_add_test(tc, trace_snapshots_give_lines_and_inlined_frames);
+	tcase_add_test(tc, comparison_snapshots_name_the_comparison);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
