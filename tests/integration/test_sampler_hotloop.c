@@ -5,6 +5,8 @@
  * function inlined into the trace appears as its own frame at its own line. hotif.lua:
  * a comparison is named on its own line, never on the branch it does not take. */
 #include <check.h>
+
+#include "nupp_check.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -172,23 +174,5 @@ START_TEST(sampler_trace_comparison_is_on_its_own_line)
 }
 END_TEST
 
-/* Runs the suite. */
-int main(void)
-{
-	Suite *su = suite_create("sampler_hotloop");
-	TCase *tc = tcase_create("hotloop");
-	SRunner *sr;
-	int failed;
-
-	nupp_test_need_root();
-	tcase_set_timeout(tc, 240);
-	tcase_add_test(tc, sampler_trace_leaf_is_the_executing_body_line);
-	tcase_add_test(tc, sampler_trace_comparison_is_on_its_own_line);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_set_fork_status(sr, CK_NOFORK);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+NUPP_CHECK_MAIN("sampler_hotloop", 240, true, true, sampler_trace_leaf_is_the_executing_body_line,
+		sampler_trace_comparison_is_on_its_own_line)

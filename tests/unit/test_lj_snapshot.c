@@ -2,6 +2,8 @@
  * a real trace compiled in-process (leaf PC from the snapshot, inlined frames from the
  * FR2 link slots), with the cache dropped when the trace is freed. */
 #include <check.h>
+
+#include "nupp_check.h"
 #include <errno.h>
 #include <string.h>
 
@@ -315,21 +317,5 @@ START_TEST(comparison_snapshots_name_the_comparison)
 }
 END_TEST
 
-/* Runs the suite. */
-int main(void)
-{
-	Suite *su = suite_create("snapshot");
-	TCase *tc = tcase_create("snapshot");
-	SRunner *sr;
-	int failed;
-
-	tcase_add_test(tc, snap_search_is_rightmost_le);
-	tcase_add_test(tc, trace_snapshots_give_lines_and_inlined_frames);
-	tcase_add_test(tc, comparison_snapshots_name_the_comparison);
-	suite_add_tcase(su, tc);
-	sr = srunner_create(su);
-	srunner_run_all(sr, CK_NORMAL);
-	failed = srunner_ntests_failed(sr);
-	srunner_free(sr);
-	return failed ? 1 : 0;
-}
+NUPP_CHECK_MAIN("snapshot", 0, false, false, snap_search_is_rightmost_le,
+		trace_snapshots_give_lines_and_inlined_frames, comparison_snapshots_name_the_comparison)
