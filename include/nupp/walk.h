@@ -40,6 +40,7 @@
  * (nupp_walk_start invalidates the windows and bumps the memo generation). */
 #define NUPP_WALK_WIN 2048   /* bytes of the Lua stack per window read (power of two) */
 #define NUPP_WALK_CODE 512   /* bytes of bytecode read up to a return PC (power of two) */
+#define NUPP_WALK_CODE_AFTER 128 /* ... and after it (later call sites of the function) */
 #define NUPP_WALK_PAGE 4096  /* a code read stays in the page of the CALL instruction */
 #define NUPP_WALK_MEMO 8     /* per-walk memo entries per kind (power of two) */
 
@@ -100,12 +101,14 @@ struct nupp_walk {
 	__u64 win_lo, win_hi; /* target bytes held in win (win_hi 0: none) */
 	__u64 code_lo, code_hi; /* target bytes held in code (code_hi 0: none) */
 	__u64 gen;            /* memo generation of this walk (entries of other walks differ) */
+	__u64 rep_fn, rep_link; /* last Lua frame met through a Lua link whose PC was that link */
+	__u64 rep_delta;      /* ... and the distance to the frame below it (0: none) */
 	unsigned char gbuf[512 + 128]; /* [main lua_State +] global_State fields read at start */
 	unsigned char Lbuf[128 + 8];  /* lua_State (NUPP_WALK_L_READ bytes) */
 	unsigned char fnbuf[64 + 8];  /* the current GCfunc (NUPP_WALK_FN_READ bytes) */
 	unsigned char ptbuf[128 + 8]; /* the current GCproto (NUPP_WALK_PT_READ bytes) */
 	unsigned char win[NUPP_WALK_WIN + 16];   /* a window of the Lua stack */
-	unsigned char code[NUPP_WALK_CODE + 256]; /* bytecode (and maybe a GCproto) before a PC */
+	unsigned char code[2 * NUPP_WALK_CODE + 256]; /* bytecode (maybe a GCproto) around a PC */
 	struct nupp_walk_fn fns[NUPP_WALK_MEMO];     /* functions met in this walk */
 	struct nupp_walk_ins insns[NUPP_WALK_MEMO];  /* CALL instructions met in this walk */
 	struct nupp_smp_stack st;
@@ -269,28 +272,33 @@ NUPP_WALK_INLINE int nupp_walk_slot64(struct nupp_walk *w, __u64 addr, __u64 *v)
 }
 
 /* The CALL instruction before the return PC pc (frame_prevl, lj_frame.h:108): from the
- * memo, else read with up to NUPP_WALK_CODE bytes before it in the same page, where the
- * caller's GCproto often lies (nupp_walk_func takes it from there). 0 or a read error. */
+ * memo or the last code read, else read with up to NUPP_WALK_CODE bytes before it (where
+ * the caller's GCproto often lies, nupp_walk_func takes it from there) and
+ * NUPP_WALK_CODE_AFTER after it, in the page of the instruction. 0 or a read error. */
 NUPP_WALK_INLINE int nupp_walk_call_ins(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 pc,
 					 __u32 *ins)
 {
 	struct nupp_walk_ins *m = &w->insns[nupp_walk_slot(pc)];
-	__u64 at = pc - lo->bcins_size, rlo, page = at & ~(__u64)(NUPP_WALK_PAGE - 1), len;
+	__u64 at = pc - lo->bcins_size, rlo, rhi, page = at & ~(__u64)(NUPP_WALK_PAGE - 1), len;
 
 	if (m->pc == pc && m->gen == w->gen) {
 		*ins = m->ins;
 		return 0;
 	}
-	rlo = pc > NUPP_WALK_CODE && pc - NUPP_WALK_CODE > page ? pc - NUPP_WALK_CODE : page;
-	len = pc - rlo;
-	w->code_hi = 0;
-	if (pc < 4 || at < rlo || len < 4 || len > NUPP_WALK_CODE)
-		return NUPP_WALK_READ(ins, 4, at); /* pc in the first bytes of a page */
-	if (NUPP_WALK_READ(w->code, len, rlo))
-		return -1;
-	w->code_lo = rlo;
-	w->code_hi = pc;
-	__builtin_memcpy(ins, w->code + ((at - rlo) & (NUPP_WALK_CODE - 1)), 4);
+	if (!(at >= w->code_lo && pc <= w->code_hi)) {
+		rlo = pc > NUPP_WALK_CODE && pc - NUPP_WALK_CODE > page ? pc - NUPP_WALK_CODE : page;
+		rhi = pc + NUPP_WALK_CODE_AFTER < page + NUPP_WALK_PAGE ? pc + NUPP_WALK_CODE_AFTER
+									: page + NUPP_WALK_PAGE;
+		len = rhi - rlo;
+		w->code_hi = 0;
+		if (pc < 4 || at < rlo || pc > rhi || len > NUPP_WALK_CODE + NUPP_WALK_CODE_AFTER)
+			return NUPP_WALK_READ(ins, 4, at); /* not reached: pc is in its page */
+		if (NUPP_WALK_READ(w->code, len, rlo))
+			return -1;
+		w->code_lo = rlo;
+		w->code_hi = rhi;
+	}
+	__builtin_memcpy(ins, w->code + ((at - w->code_lo) & (2 * NUPP_WALK_CODE - 1)), 4);
 	m->pc = pc;
 	m->gen = w->gen;
 	m->ins = *ins;
@@ -323,7 +331,7 @@ NUPP_WALK_INLINE int nupp_walk_func(struct nupp_walk *w, const struct nupp_lj_la
 		ptr = nupp_walk_u64(w->fnbuf, lo->fn_pc, 63);
 		pt = ptr - lo->pt_size;
 		if (pt >= w->code_lo && pt + NUPP_WALK_PT_READ <= w->code_hi)
-			pb = w->code + ((pt - w->code_lo) & (NUPP_WALK_CODE - 1));
+			pb = w->code + ((pt - w->code_lo) & (2 * NUPP_WALK_CODE - 1));
 		else if (NUPP_WALK_READ(w->ptbuf, NUPP_WALK_PT_READ, pt))
 			return 2;
 		sizebc = nupp_walk_u32(pb, lo->pt_sizebc, 127);
@@ -395,6 +403,7 @@ NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_l
 	if (nupp_walk_emit(w, NUPP_SMP_CORO, w->L, 0, 0, 0, -1, 0))
 		return 1;
 	w->coro++;
+	w->rep_delta = 0;
 	w->L = pL;
 	w->frame = base - lo->tv_size;
 	w->bot = stack + (__u64)lo->tv_size * lo->fr2;
@@ -438,8 +447,21 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	if (nupp_walk_hdr(w, frame, hdr))
 		NUPP_WALK_GOTO(fault);
 	link = hdr[1];
-	lt = (link & lo->frame_type) == lo->frame_lua ? (__u8)lo->frame_lua : (__u8)(link & lo->frame_typep);
 	fn = hdr[0] & lo->gcvmask;
+	/* Recursion: the same function called from the same call site as the frame above,
+	 * whose PC was that call site too, is the same frame record one frame lower
+	 * (everything a frame emits follows from its GCfunc, its PC and its link). */
+	if (w->rep_delta && fn == w->rep_fn && link == w->rep_link && w->pc_above == link && !skip && !first) {
+		const struct nupp_smp_frame *up = &w->st.frames[(w->st.depth - 1) & (NUPP_SMP_MAX_DEPTH - 1)];
+
+		if (nupp_walk_emit(w, up->kind, up->ptr, up->chunkname, up->firstline, up->sizebc, up->pos,
+				   up->link))
+			return 1;
+		next = frame - w->rep_delta;
+		goto next;
+	}
+	w->rep_delta = 0;
+	lt = (link & lo->frame_type) == lo->frame_lua ? (__u8)lo->frame_lua : (__u8)(link & lo->frame_typep);
 	if (fn == w->L)
 		goto step; /* dummy frame (lj_debug.c:30-31) */
 	e = nupp_walk_func(w, lo, fn, &f);
@@ -518,6 +540,12 @@ step:
 		if (nupp_walk_call_ins(w, lo, link, &ins))
 			NUPP_WALK_GOTO(fault);
 		next = frame - tvsz * (1 + lo->fr2 + ((ins >> lo->bc_a_shift) & 0xff));
+		/* A Lua frame emitted with the PC given by this same link: repeatable. */
+		if (f && ffid == lo->ff_lua && !skip && !first && pc && pc == link) {
+			w->rep_fn = fn;
+			w->rep_link = link;
+			w->rep_delta = frame - next;
+		}
 		w->pc_above = link;
 		if (skip)
 			nupp_walk_relink(w, (__u8)lo->frame_lua);
@@ -532,6 +560,7 @@ step:
 			nupp_walk_relink(w, (__u8)t);
 		next = frame - (link & ~(__u64)lo->frame_typep); /* frame_prevd (lj_frame.h:85) */
 	}
+next:
 	if (next >= frame || (next & 7))
 		NUPP_WALK_GOTO(bad); /* links only go down the stack: a cycle or garbage */
 	w->frame = next;
@@ -570,6 +599,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 
 	w->g = g;
 	w->gen++; /* forget the functions and instructions of earlier walks */
+	w->rep_delta = 0;
 	w->win_hi = 0;
 	w->code_hi = 0;
 	w->stk_hi = 0;
