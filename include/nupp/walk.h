@@ -102,6 +102,7 @@ struct nupp_walk {
 	__u64 code_lo, code_hi; /* target bytes held in code (code_hi 0: none) */
 	__u64 gen;            /* memo generation of this walk (entries of other walks differ) */
 	__u64 rep_fn, rep_link; /* last Lua frame met through a Lua link whose PC was that link */
+	__u64 rep_gcv;        /* the layout's gcvmask (nupp_walk_repeat has no layout) */
 	__u64 rep_delta;      /* ... and the distance to the frame below it (0: none) */
 	unsigned char gbuf[512 + 128]; /* [main lua_State +] global_State fields read at start */
 	unsigned char Lbuf[128 + 8];  /* lua_State (NUPP_WALK_L_READ bytes) */
@@ -426,18 +427,52 @@ fault:
 	return 1;
 }
 
+/* Recursion: a frame whose function and link are those of the Lua frame above it, whose
+ * PC was that same link, emits the same frame record one frame lower (everything a frame
+ * emits follows from its GCfunc, its PC and its link; the memo holds the rest). Takes up
+ * to NUPP_WALK_REPEAT such frames from the stack window; returns how many. */
+#define NUPP_WALK_REPEAT 8
+NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
+{
+	__u64 frame, hdr[2], gcv = w->rep_gcv;
+	const struct nupp_smp_frame *up;
+	__u32 k;
+
+	for (k = 0; k < NUPP_WALK_REPEAT; k++) {
+		frame = w->frame;
+		if (!w->rep_delta || w->skip || !w->iter || w->result != NUPP_WALK_RUN || frame <= w->bot ||
+		    w->pc_above != w->rep_link || frame - 8 < w->win_lo || frame + 8 > w->win_hi)
+			break;
+		__builtin_memcpy(hdr, w->win + ((frame - 8 - w->win_lo) & (NUPP_WALK_WIN - 1)), 16);
+		if ((hdr[0] & gcv) != w->rep_fn || hdr[1] != w->rep_link)
+			break;
+		up = &w->st.frames[(w->st.depth - 1) & (NUPP_SMP_MAX_DEPTH - 1)];
+		if (nupp_walk_emit(w, up->kind, up->ptr, up->chunkname, up->firstline, up->sizebc, up->pos,
+				   up->link))
+			break;
+		w->frame = frame - w->rep_delta;
+		w->iter++;
+	}
+	return k;
+}
+
 /* One step of the bounded walk (§4.5): emits the current frame and moves to the one
  * below. Returns 1 when the walk is over (w->result says why), 0 to continue. */
 NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_layout *lo)
 {
-	__u64 frame = w->frame, link = 0, fn, bc = 0, pc = 0, next, hdr[2];
+	__u64 frame, link = 0, fn, bc = 0, pc = 0, next, hdr[2];
 	__u64 gg = w->g + (__s64)lo->gg_g2l, tvsz = lo->tv_size;
 	__u32 sizebc = 0, ins = 0, t;
 	__s32 pos = -1;
-	__u8 ffid = 0, skip = w->skip, lt;
-	int first = w->iter == 0, e;
+	__u8 ffid = 0, skip, lt;
+	int first, e;
 	struct nupp_walk_fn *f = 0;
 
+	if (w->rep_delta && nupp_walk_repeat(w))
+		return 0;
+	frame = w->frame;
+	skip = w->skip;
+	first = w->iter == 0;
 	if (w->result != NUPP_WALK_RUN)
 		return 1;
 	if (frame <= w->bot)
@@ -448,18 +483,6 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 		NUPP_WALK_GOTO(fault);
 	link = hdr[1];
 	fn = hdr[0] & lo->gcvmask;
-	/* Recursion: the same function called from the same call site as the frame above,
-	 * whose PC was that call site too, is the same frame record one frame lower
-	 * (everything a frame emits follows from its GCfunc, its PC and its link). */
-	if (w->rep_delta && fn == w->rep_fn && link == w->rep_link && w->pc_above == link && !skip && !first) {
-		const struct nupp_smp_frame *up = &w->st.frames[(w->st.depth - 1) & (NUPP_SMP_MAX_DEPTH - 1)];
-
-		if (nupp_walk_emit(w, up->kind, up->ptr, up->chunkname, up->firstline, up->sizebc, up->pos,
-				   up->link))
-			return 1;
-		next = frame - w->rep_delta;
-		goto next;
-	}
 	w->rep_delta = 0;
 	lt = (link & lo->frame_type) == lo->frame_lua ? (__u8)lo->frame_lua : (__u8)(link & lo->frame_typep);
 	if (fn == w->L)
@@ -543,6 +566,7 @@ step:
 		/* A Lua frame emitted with the PC given by this same link: repeatable. */
 		if (f && ffid == lo->ff_lua && !skip && !first && pc && pc == link) {
 			w->rep_fn = fn;
+			w->rep_gcv = lo->gcvmask;
 			w->rep_link = link;
 			w->rep_delta = frame - next;
 		}
@@ -560,7 +584,6 @@ step:
 			nupp_walk_relink(w, (__u8)t);
 		next = frame - (link & ~(__u64)lo->frame_typep); /* frame_prevd (lj_frame.h:85) */
 	}
-next:
 	if (next >= frame || (next & 7))
 		NUPP_WALK_GOTO(bad); /* links only go down the stack: a cycle or garbage */
 	w->frame = next;

@@ -17,8 +17,8 @@ set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$SRC/build}
-RUNS=${2:-3}
-SECS=${3:-2}
+RUNS=${2:-5}
+SECS=${3:-1}
 DEPTHS=${4:-"4 16 32 64"}
 LUAJIT=$BUILD/luajit/bin/luajit
 NUPP=$BUILD/nupp-bpf
