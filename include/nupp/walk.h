@@ -185,6 +185,14 @@ NUPP_WALK_INLINE __u32 nupp_walk_state(const struct nupp_lj_layout *lo, __s32 vm
 	return NUPP_SMP_COMPILING; /* EXIT, RECORD, OPT, ASM (lj_obj.h:528-537) */
 }
 
+/* Mixes a frame record into the stack hash. */
+NUPP_WALK_INLINE __u64 nupp_walk_mix_frame(__u64 h, const struct nupp_smp_frame *f)
+{
+	h = nupp_walk_mix(h, f->ptr ^ ((__u64)f->kind << 56));
+	h = nupp_walk_mix(h, f->chunkname ^ ((__u64)(__u32)f->pos << 32) ^ (__u32)f->firstline);
+	return nupp_walk_mix(h, ((__u64)f->sizebc << 8) | f->link);
+}
+
 /* Appends a frame (innermost first); stops the walk with TRUNCATED when full. */
 NUPP_WALK_INLINE int nupp_walk_emit(struct nupp_walk *w, __u8 kind, __u64 ptr, __u64 chunk,
 				    __s32 firstline, __u32 sizebc, __s32 pos, __u8 link)
@@ -205,9 +213,7 @@ NUPP_WALK_INLINE int nupp_walk_emit(struct nupp_walk *w, __u8 kind, __u64 ptr, _
 	f->kind = kind;
 	f->link = link;
 	f->pad = 0;
-	w->hash = nupp_walk_mix(w->hash, ptr ^ ((__u64)kind << 56));
-	w->hash = nupp_walk_mix(w->hash, chunk ^ ((__u64)(__u32)pos << 32) ^ (__u32)firstline);
-	w->hash = nupp_walk_mix(w->hash, ((__u64)sizebc << 8) | link);
+	w->hash = nupp_walk_mix_frame(w->hash, f);
 	w->st.depth = d + 1;
 	return 0;
 }
@@ -430,29 +436,40 @@ fault:
 /* Recursion: a frame whose function and link are those of the Lua frame above it, whose
  * PC was that same link, emits the same frame record one frame lower (everything a frame
  * emits follows from its GCfunc, its PC and its link; the memo holds the rest). Takes up
- * to NUPP_WALK_REPEAT such frames from the stack window; returns how many. */
-#define NUPP_WALK_REPEAT 8
+ * to NUPP_WALK_REPEAT such frames from the stack window, state kept in registers;
+ * returns how many. */
+#define NUPP_WALK_REPEAT 16
 NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
 {
-	__u64 frame, hdr[2], gcv = w->rep_gcv;
-	const struct nupp_smp_frame *up;
-	__u32 k;
+	__u64 frame = w->frame, bot = w->bot, wlo = w->win_lo, whi = w->win_hi, fnv = w->rep_fn;
+	__u64 lk = w->rep_link, delta = w->rep_delta, gcv = w->rep_gcv, h = w->hash, hdr[2];
+	__u32 d = w->st.depth, maxd = w->max_depth, k, di;
+	struct nupp_smp_frame rec;
 
+	if (!delta || w->skip || !w->iter || w->result != NUPP_WALK_RUN || w->pc_above != lk || !d)
+		return 0;
+	rec = w->st.frames[(d - 1) & (NUPP_SMP_MAX_DEPTH - 1)];
 	for (k = 0; k < NUPP_WALK_REPEAT; k++) {
-		frame = w->frame;
-		if (!w->rep_delta || w->skip || !w->iter || w->result != NUPP_WALK_RUN || frame <= w->bot ||
-		    w->pc_above != w->rep_link || frame - 8 < w->win_lo || frame + 8 > w->win_hi)
+		if (frame <= bot || frame - 8 < wlo || frame + 8 > whi)
 			break;
-		__builtin_memcpy(hdr, w->win + ((frame - 8 - w->win_lo) & (NUPP_WALK_WIN - 1)), 16);
-		if ((hdr[0] & gcv) != w->rep_fn || hdr[1] != w->rep_link)
+		__builtin_memcpy(hdr, w->win + ((frame - 8 - wlo) & (NUPP_WALK_WIN - 1)), 16);
+		if ((hdr[0] & gcv) != fnv || hdr[1] != lk)
 			break;
-		up = &w->st.frames[(w->st.depth - 1) & (NUPP_SMP_MAX_DEPTH - 1)];
-		if (nupp_walk_emit(w, up->kind, up->ptr, up->chunkname, up->firstline, up->sizebc, up->pos,
-				   up->link))
+		if (d >= maxd || d >= NUPP_SMP_MAX_DEPTH) {
+			w->result = NUPP_WALK_TRUNCATED;
 			break;
-		w->frame = frame - w->rep_delta;
-		w->iter++;
+		}
+		di = d;
+		__asm__ volatile("" : "+r"(di)); /* keep the mask the verifier needs */
+		w->st.frames[di & (NUPP_SMP_MAX_DEPTH - 1)] = rec;
+		h = nupp_walk_mix_frame(h, &rec);
+		d++;
+		frame -= delta;
 	}
+	w->frame = frame;
+	w->hash = h;
+	w->st.depth = d;
+	w->iter += k;
 	return k;
 }
 
