@@ -1,6 +1,8 @@
 /* Bench driver for bench_sampler_cost.sh: runs a command under the real sampler program
  * with a CPU-clock event on that process only, so bpf_stats counts the target's runs and
- * nothing else, and prints what the walks found and what they cost. */
+ * nothing else, and prints what the walks found and what they cost. Built with
+ * -DCOST_BASE, it also runs a second sampler build (base.skel.h, its names renamed to
+ * base_bpf) on the same process at the same time, so both costs see the same machine. */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
@@ -17,6 +19,9 @@
 #include "nupp/nupp.h"
 #include "nupp/sampler_abi.h"
 #include "sampler.skel.h"
+#ifdef COST_BASE
+#include "base.skel.h"
+#endif
 
 #define COST_MAX_KEYS 65536
 
@@ -52,6 +57,12 @@ int main(int argc, char **argv)
 				     .config = PERF_COUNT_SW_CPU_CLOCK, .freq = 1 };
 	struct bpf_link *vm_link = NULL, *plink = NULL;
 	struct sampler_bpf *skel = NULL;
+#ifdef COST_BASE
+	struct base_bpf *bskel = NULL;
+	struct bpf_link *bvm_link = NULL, *bplink = NULL;
+	struct bpf_prog_info binfo;
+	int bpfd = -1;
+#endif
 	struct nupp_smp_proc proc;
 	struct nupp_smp_count_key k, next;
 	struct bpf_prog_info info;
@@ -110,6 +121,18 @@ int main(int argc, char **argv)
 		fprintf(stderr, "Error: cannot attach to luajit:vm_open in %s: %s\n", bin, strerror(errno));
 		goto out;
 	}
+#ifdef COST_BASE
+	bskel = base_bpf__open_and_load();
+	if (!bskel || bpf_map_update_elem(bpf_map__fd(bskel->maps.procs), &tgid, &proc, BPF_ANY)) {
+		fprintf(stderr, "Error: cannot load the base sampler: %s\n", strerror(errno));
+		goto out;
+	}
+	bvm_link = bpf_program__attach_usdt(bskel->progs.nupp_smp_vm_open, pid, bin, "luajit", "vm_open", NULL);
+	if (!bvm_link) {
+		fprintf(stderr, "Error: cannot attach the base sampler to luajit:vm_open: %s\n", strerror(errno));
+		goto out;
+	}
+#endif
 	if (write(gate[1], "g", 1) != 1)
 		goto out;
 	close(gate[1]);
@@ -134,6 +157,19 @@ int main(int argc, char **argv)
 		fprintf(stderr, "Error: cannot attach the sampler: %s\n", strerror(errno));
 		goto out;
 	}
+#ifdef COST_BASE
+	for (i = 0; i < 5000; i++) {
+		if (!bpf_map_lookup_elem(bpf_map__fd(bskel->maps.procs), &tgid, &proc) && proc.nvm)
+			break;
+		cost_sleep_ms(1);
+	}
+	bpfd = (int)syscall(__NR_perf_event_open, &a, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	bplink = bpfd < 0 ? NULL : bpf_program__attach_perf_event(bskel->progs.nupp_sample, bpfd);
+	if (!proc.nvm || !bplink) {
+		fprintf(stderr, "Error: cannot attach the base sampler: %s\n", strerror(errno));
+		goto out;
+	}
+#endif
 	while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
 		;
 	pid = 0;
@@ -172,6 +208,14 @@ int main(int argc, char **argv)
 	       (unsigned long long)lost[1], (unsigned long long)lost[2], (unsigned long long)lost[3],
 	       (unsigned long long)lost[4], (unsigned long long)info.run_cnt, (unsigned long long)info.run_time_ns,
 	       info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0.0);
+#ifdef COST_BASE
+	memset(&binfo, 0, sizeof(binfo));
+	info_len = sizeof(binfo);
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(bskel->progs.nupp_sample), &binfo, &info_len))
+		goto out;
+	printf("base_run_cnt=%llu base_run_time_ns=%llu base_ns_per_run=%.0f\n", (unsigned long long)binfo.run_cnt,
+	       (unsigned long long)binfo.run_time_ns, binfo.run_cnt ? (double)binfo.run_time_ns / binfo.run_cnt : 0.0);
+#endif
 	for (i = 0; i <= NUPP_SMP_MAX_DEPTH; i++)
 		if (depth_hist[i] && i != want)
 			fprintf(stderr, "sampler_cost: %llu samples at depth %d\n", (unsigned long long)depth_hist[i], i);
@@ -181,6 +225,13 @@ out:
 		kill(pid, SIGKILL);
 		waitpid(pid, NULL, 0);
 	}
+#ifdef COST_BASE
+	bpf_link__destroy(bplink);
+	if (bpfd >= 0)
+		close(bpfd);
+	bpf_link__destroy(bvm_link);
+	base_bpf__destroy(bskel);
+#endif
 	bpf_link__destroy(plink);
 	if (pfd >= 0)
 		close(pfd);
