@@ -230,14 +230,16 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 	key.tgid = tgid;
 	key.zone = zone;
 	key.stack = s->w.hash;
-	/* Look up first: an update of an existing key costs ~1 us with these 2 KB values. */
-	if (!bpf_map_lookup_elem(&stacks, &key.stack)) {
+	state = nupp_walk_state(&s->lo, vmstate);
+	/* A counted stack was stored before its count was created: one lookup in the
+	 * common case. A new one is stored first (looked up before: an update of an
+	 * existing key costs ~1 us with these 2 KB values). */
+	c = bpf_map_lookup_elem(&counts, &key);
+	if (!c && !bpf_map_lookup_elem(&stacks, &key.stack)) {
 		err = bpf_map_update_elem(&stacks, &key.stack, &s->w.st, BPF_NOEXIST);
 		if (err && err != -17 /* EEXIST: another CPU stored it */)
 			return smp_lose(NUPP_SMP_LOST_MAP_FULL);
 	}
-	state = nupp_walk_state(&s->lo, vmstate);
-	c = bpf_map_lookup_elem(&counts, &key);
 	if (!c) {
 		/* EEXIST from a racing CPU is fine; a full map shows as a failed lookup. */
 		bpf_map_update_elem(&counts, &key, &init, BPF_NOEXIST);

@@ -519,6 +519,17 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 			bpf_map_delete_elem(sfd, &sn);
 			h = 0;
 		}
+		/* BPF stores a stack only when its count is new: counts created while the
+		 * stacks were deleted would keep pointing at a deleted stack, so they go too
+		 * (their samples are lost, as before, and the next ones store the stack). */
+		for (i = 0; i < s->opts.max_stacks && bpf_map_get_next_key(cfd, NULL, &next) == 0; i++) {
+			struct nupp_smp_count c;
+			int j;
+
+			if (!bpf_map_lookup_and_delete_elem(cfd, &next, &c))
+				for (j = 0; j < NUPP_SMP_NSTATES; j++)
+					out->lost[NUPP_LOST_SYMBOLIZE] += c.n[j];
+		}
 	}
 	for (i = 0; i < (size_t)s->ntargets; i++)
 		if (s->targets[i].traces)

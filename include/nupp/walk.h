@@ -23,12 +23,26 @@
 		goto label;              \
 	} while (0)
 
-/* Bytes read at once from a GCfunc and a GCproto (one read each per frame instead of one
- * per field); nupp_walk_layout_ok checks that the fields used lie inside. */
+/* Bytes read at once from a GCfunc and a GCproto (one read each per function instead of
+ * one per field); nupp_walk_layout_ok checks that the fields used lie inside. */
 #define NUPP_WALK_FN_READ 48
 #define NUPP_WALK_PT_READ 80
-#define NUPP_WALK_L_READ 96   /* lua_State: base, stack, stacksize, cframe */
+#define NUPP_WALK_L_READ 96   /* lua_State: base, stack, stacksize, cframe, glref */
 #define NUPP_WALK_G_SPAN 248  /* global_State: vmstate .. cur_L, jit_base in one read */
+#define NUPP_WALK_GL_READ 512 /* main lua_State and those global_State fields in one read */
+
+/* Target memory does not change while a sample is walked (the sampled thread is the one
+ * running the VM, stopped in the sample's interrupt), so one walk reads each thing once:
+ * the Lua stack below the start frame in windows of NUPP_WALK_WIN bytes, the bytecode
+ * before a return PC in one read of up to NUPP_WALK_CODE bytes (which often holds the
+ * caller's GCproto too), and a per-walk memo of functions and CALL instructions. Every
+ * copy is of the same bytes a direct read would return, and nothing outlives the walk
+ * (nupp_walk_start invalidates the windows and bumps the memo generation). */
+#define NUPP_WALK_WIN 2048   /* bytes of the Lua stack per window read (power of two) */
+#define NUPP_WALK_CODE 512   /* bytes of bytecode read up to a return PC (power of two) */
+#define NUPP_WALK_CODE_AFTER 128 /* ... and after it (later call sites of the function) */
+#define NUPP_WALK_PAGE 4096  /* a code read stays in the page of the CALL instruction */
+#define NUPP_WALK_MEMO 8     /* per-walk memo entries per kind (power of two) */
 
 /* Iterations of the walk: frames, plus vararg pseudo-frames, dummy frames, separators. */
 #define NUPP_WALK_MAX_ITER (2 * NUPP_SMP_MAX_DEPTH + 8)
@@ -44,6 +58,26 @@ enum nupp_walk_result {
 
 /* How the start frame and leaf PC were chosen (§4.4). */
 enum nupp_walk_mode { NUPP_WALK_MEM = 0, NUPP_WALK_REGS = 1, NUPP_WALK_TRACE = 2 };
+
+/* What the walk uses of a GCfunc (and of its GCproto for a Lua function). */
+struct nupp_walk_fn {
+	__u64 fn;        /* GCfunc address (key) */
+	__u64 gen;       /* walk generation that filled it */
+	__u64 ptr;       /* Lua: proto_bc(pt); C: lua_CFunction */
+	__u64 chunk;     /* Lua: GCstr* chunk name */
+	__u32 sizebc;    /* Lua */
+	__s32 firstline; /* Lua */
+	__u32 ffid;
+	__u32 pad;
+};
+
+/* A CALL instruction before a return PC. */
+struct nupp_walk_ins {
+	__u64 pc;  /* return PC (key) */
+	__u64 gen; /* walk generation that filled it */
+	__u32 ins;
+	__u32 pad;
+};
 
 /* The walker's state; the stack it fills is the stacks map value. */
 struct nupp_walk {
@@ -63,10 +97,21 @@ struct nupp_walk {
 	__u32 coro;        /* coroutine levels chained */
 	__u32 why;         /* source line of the walker that ended the walk (diagnosis) */
 	__u32 strict;      /* INTERP but not walked from registers: the leaf must match rbx */
-	unsigned char gbuf[256 + 8];  /* global_State from its lowest field read at start */
+	__u64 stk_lo, stk_hi; /* the current lua_State's stack [stack, stack + stacksize) */
+	__u64 win_lo, win_hi; /* target bytes held in win (win_hi 0: none) */
+	__u64 code_lo, code_hi; /* target bytes held in code (code_hi 0: none) */
+	__u64 gen;            /* memo generation of this walk (entries of other walks differ) */
+	__u64 rep_fn, rep_link; /* last Lua frame met through a Lua link whose PC was that link */
+	__u64 rep_gcv;        /* the layout's gcvmask (nupp_walk_repeat has no layout) */
+	__u64 rep_delta;      /* ... and the distance to the frame below it (0: none) */
+	unsigned char gbuf[512 + 128]; /* [main lua_State +] global_State fields read at start */
 	unsigned char Lbuf[128 + 8];  /* lua_State (NUPP_WALK_L_READ bytes) */
 	unsigned char fnbuf[64 + 8];  /* the current GCfunc (NUPP_WALK_FN_READ bytes) */
 	unsigned char ptbuf[128 + 8]; /* the current GCproto (NUPP_WALK_PT_READ bytes) */
+	unsigned char win[NUPP_WALK_WIN + 16];   /* a window of the Lua stack */
+	unsigned char code[2 * NUPP_WALK_CODE + 256]; /* bytecode (maybe a GCproto) around a PC */
+	struct nupp_walk_fn fns[NUPP_WALK_MEMO];     /* functions met in this walk */
+	struct nupp_walk_ins insns[NUPP_WALK_MEMO];  /* CALL instructions met in this walk */
 	struct nupp_smp_stack st;
 };
 
@@ -76,6 +121,14 @@ NUPP_WALK_INLINE __u32 nupp_walk_g_lo(const struct nupp_lj_layout *lo)
 	__u32 a = lo->g_vmstate < lo->g_cur_L ? lo->g_vmstate : lo->g_cur_L;
 
 	return a < lo->g_jit_base ? a : lo->g_jit_base;
+}
+
+/* One past the highest byte of the global_State fields read at start. */
+NUPP_WALK_INLINE __u32 nupp_walk_g_hi(const struct nupp_lj_layout *lo)
+{
+	__u32 a = lo->g_vmstate + 4 > lo->g_cur_L + 8 ? lo->g_vmstate + 4 : lo->g_cur_L + 8;
+
+	return a > lo->g_jit_base + 8 ? a : lo->g_jit_base + 8;
 }
 
 /* Can the walker read this layout's fields from its one-read buffers? */
@@ -132,6 +185,14 @@ NUPP_WALK_INLINE __u32 nupp_walk_state(const struct nupp_lj_layout *lo, __s32 vm
 	return NUPP_SMP_COMPILING; /* EXIT, RECORD, OPT, ASM (lj_obj.h:528-537) */
 }
 
+/* Mixes a frame record into the stack hash. */
+NUPP_WALK_INLINE __u64 nupp_walk_mix_frame(__u64 h, const struct nupp_smp_frame *f)
+{
+	h = nupp_walk_mix(h, f->ptr ^ ((__u64)f->kind << 56));
+	h = nupp_walk_mix(h, f->chunkname ^ ((__u64)(__u32)f->pos << 32) ^ (__u32)f->firstline);
+	return nupp_walk_mix(h, ((__u64)f->sizebc << 8) | f->link);
+}
+
 /* Appends a frame (innermost first); stops the walk with TRUNCATED when full. */
 NUPP_WALK_INLINE int nupp_walk_emit(struct nupp_walk *w, __u8 kind, __u64 ptr, __u64 chunk,
 				    __s32 firstline, __u32 sizebc, __s32 pos, __u8 link)
@@ -152,9 +213,7 @@ NUPP_WALK_INLINE int nupp_walk_emit(struct nupp_walk *w, __u8 kind, __u64 ptr, _
 	f->kind = kind;
 	f->link = link;
 	f->pad = 0;
-	w->hash = nupp_walk_mix(w->hash, ptr ^ ((__u64)kind << 56));
-	w->hash = nupp_walk_mix(w->hash, chunk ^ ((__u64)(__u32)pos << 32) ^ (__u32)firstline);
-	w->hash = nupp_walk_mix(w->hash, ((__u64)sizebc << 8) | link);
+	w->hash = nupp_walk_mix_frame(w->hash, f);
 	w->st.depth = d + 1;
 	return 0;
 }
@@ -176,22 +235,145 @@ NUPP_WALK_INLINE int nupp_walk_pc_in(__u64 pc, __u64 bc, __u32 sizebc)
 	return pc > bc && pc <= bc + 4ull * sizebc && !(pc & 3);
 }
 
+/* -- Reads shared within one walk --------------------------------------------- */
+
+/* Memo slot of an address (objects are 8-byte aligned). */
+NUPP_WALK_INLINE __u32 nupp_walk_slot(__u64 a)
+{
+	return (__u32)((a >> 3) ^ (a >> 9) ^ (a >> 15)) & (NUPP_WALK_MEMO - 1);
+}
+
+/* Reads the frame header [frame-8, frame+8) (function TValue, link): from the stack
+ * window, reading the window that ends at frame+8 when the header is not in it; directly
+ * when frame is outside the lua_State's stack or a window read failed. */
+NUPP_WALK_INLINE int nupp_walk_hdr(struct nupp_walk *w, __u64 frame, __u64 hdr[2])
+{
+	__u64 a = frame - 8, hi = frame + 8, rlo, len;
+
+	if (!(a >= w->win_lo && hi <= w->win_hi) && a >= w->stk_lo && hi <= w->stk_hi) {
+		rlo = hi - w->stk_lo > NUPP_WALK_WIN ? hi - NUPP_WALK_WIN : w->stk_lo;
+		len = hi - rlo;
+		w->win_hi = 0;
+		if (len <= NUPP_WALK_WIN && !NUPP_WALK_READ(w->win, len, rlo)) {
+			w->win_lo = rlo;
+			w->win_hi = hi;
+		} else {
+			w->stk_hi = 0; /* an unreadable page in the stack: direct reads from now on */
+		}
+	}
+	if (a >= w->win_lo && hi <= w->win_hi) {
+		__builtin_memcpy(hdr, w->win + ((a - w->win_lo) & (NUPP_WALK_WIN - 1)), 16);
+		return 0;
+	}
+	return NUPP_WALK_READ(hdr, 16, a);
+}
+
+/* Reads the 64-bit slot at addr of the Lua stack: from the window when it holds it. */
+NUPP_WALK_INLINE int nupp_walk_slot64(struct nupp_walk *w, __u64 addr, __u64 *v)
+{
+	if (addr >= w->win_lo && addr + 8 <= w->win_hi) {
+		__builtin_memcpy(v, w->win + ((addr - w->win_lo) & (NUPP_WALK_WIN - 1)), 8);
+		return 0;
+	}
+	return NUPP_WALK_READ(v, 8, addr);
+}
+
+/* The CALL instruction before the return PC pc (frame_prevl, lj_frame.h:108): from the
+ * memo or the last code read, else read with up to NUPP_WALK_CODE bytes before it (where
+ * the caller's GCproto often lies, nupp_walk_func takes it from there) and
+ * NUPP_WALK_CODE_AFTER after it, in the page of the instruction. 0 or a read error. */
+NUPP_WALK_INLINE int nupp_walk_call_ins(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 pc,
+					 __u32 *ins)
+{
+	struct nupp_walk_ins *m = &w->insns[nupp_walk_slot(pc)];
+	__u64 at = pc - lo->bcins_size, rlo, rhi, page = at & ~(__u64)(NUPP_WALK_PAGE - 1), len;
+
+	if (m->pc == pc && m->gen == w->gen) {
+		*ins = m->ins;
+		return 0;
+	}
+	if (!(at >= w->code_lo && pc <= w->code_hi)) {
+		rlo = pc > NUPP_WALK_CODE && pc - NUPP_WALK_CODE > page ? pc - NUPP_WALK_CODE : page;
+		rhi = pc + NUPP_WALK_CODE_AFTER < page + NUPP_WALK_PAGE ? pc + NUPP_WALK_CODE_AFTER
+									: page + NUPP_WALK_PAGE;
+		len = rhi - rlo;
+		w->code_hi = 0;
+		if (pc < 4 || at < rlo || pc > rhi || len > NUPP_WALK_CODE + NUPP_WALK_CODE_AFTER)
+			return NUPP_WALK_READ(ins, 4, at); /* not reached: pc is in its page */
+		if (NUPP_WALK_READ(w->code, len, rlo))
+			return -1;
+		w->code_lo = rlo;
+		w->code_hi = rhi;
+	}
+	__builtin_memcpy(ins, w->code + ((at - w->code_lo) & (2 * NUPP_WALK_CODE - 1)), 4);
+	m->pc = pc;
+	m->gen = w->gen;
+	m->ins = *ins;
+	return 0;
+}
+
+/* What the walk uses of the GCfunc at fn: from the memo, else read (and for a Lua
+ * function its GCproto, from the last code read when it holds it). Returns 0 with *out,
+ * 1 when fn is unreadable or not a function, 2 when the GCproto is unreadable. */
+NUPP_WALK_INLINE int nupp_walk_func(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 fn,
+				    struct nupp_walk_fn **out)
+{
+	struct nupp_walk_fn *m = &w->fns[nupp_walk_slot(fn)];
+	const unsigned char *pb = w->ptbuf;
+	__u64 ptr, chunk = 0, pt;
+	__u32 sizebc = 0;
+	__s32 firstline = 0;
+	__u8 ffid;
+
+	if (m->fn == fn && m->gen == w->gen) {
+		*out = m;
+		return 0;
+	}
+	if (!fn || NUPP_WALK_READ(w->fnbuf, NUPP_WALK_FN_READ, fn))
+		return 1;
+	if (w->fnbuf[lo->fn_gct & 63] != lo->gct_func)
+		return 1;
+	ffid = w->fnbuf[lo->fn_ffid & 63];
+	if (ffid == lo->ff_lua) {
+		ptr = nupp_walk_u64(w->fnbuf, lo->fn_pc, 63);
+		pt = ptr - lo->pt_size;
+		if (pt >= w->code_lo && pt + NUPP_WALK_PT_READ <= w->code_hi)
+			pb = w->code + ((pt - w->code_lo) & (2 * NUPP_WALK_CODE - 1));
+		else if (NUPP_WALK_READ(w->ptbuf, NUPP_WALK_PT_READ, pt))
+			return 2;
+		sizebc = nupp_walk_u32(pb, lo->pt_sizebc, 127);
+		chunk = nupp_walk_u64(pb, lo->pt_chunkname, 127);
+		firstline = (__s32)nupp_walk_u32(pb, lo->pt_firstline, 127);
+	} else {
+		ptr = nupp_walk_u64(w->fnbuf, lo->fn_cf, 63);
+	}
+	m->fn = fn;
+	m->gen = w->gen;
+	m->ptr = ptr;
+	m->chunk = chunk;
+	m->sizebc = sizebc;
+	m->firstline = firstline;
+	m->ffid = ffid;
+	*out = m;
+	return 0;
+}
+
 /* At the bottom of a lua_State's stack: the main thread ends the walk; a coroutine
  * continues in the lua_State that resumed it via coroutine.resume/wrap (§8,
  * vm_x64.dasc:1511-1536, 572-577). A coroutine whose resumer cannot be validated
  * (lua_resume from C, a yield in progress) ends with a [coroutine] separator as root. */
 NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_layout *lo)
 {
-	__u64 cf = 0, prev = 0, pcf, pL = 0, pcfr = 0, glref = 0, base = 0, stack = 0, spc = 0;
+	__u64 cf, prev = 0, pcf, pL = 0, pcfr, glref, base, stack, spc = 0;
+	__u32 stacksize;
 	int k;
 
 	if (w->L == w->g + (__s64)lo->gg_g2l) {
 		w->result = NUPP_WALK_DONE; /* the main thread's bottom (lj_state.c:134-136) */
 		return 1;
 	}
-	if (NUPP_WALK_READ(&cf, 8, w->L + lo->L_cframe))
-		NUPP_WALK_GOTO(fault);
-	cf &= lo->cframe_rawmask;
+	/* Lbuf holds w->L (read at the start or by the previous chaining). */
+	cf = nupp_walk_u64(w->Lbuf, lo->L_cframe, 127) & lo->cframe_rawmask;
 	if (!cf)
 		goto unchained;
 	/* The outermost C frame of the coroutine is the one with SAVE_CFRAME == 0 (the
@@ -209,23 +391,31 @@ NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_l
 	pcf = cf + lo->cframe_size;
 	if (NUPP_WALK_READ(&pL, 8, pcf + lo->cframe_ofs_L) || !pL || (pL & 7))
 		goto unchained;
-	if (NUPP_WALK_READ(&pcfr, 8, pL + lo->L_cframe) || (pcfr & lo->cframe_rawmask) != pcf)
+	/* The resumer's lua_State in one read: cframe, glref, base, stack, stacksize. */
+	if (NUPP_WALK_READ(w->Lbuf, NUPP_WALK_L_READ, pL))
 		goto unchained;
-	if (NUPP_WALK_READ(&glref, 8, pL + lo->L_glref) || glref != w->g)
+	pcfr = nupp_walk_u64(w->Lbuf, lo->L_cframe, 127);
+	glref = nupp_walk_u64(w->Lbuf, lo->L_glref, 127);
+	if ((pcfr & lo->cframe_rawmask) != pcf || glref != w->g)
 		goto unchained;
 	if (w->coro >= NUPP_SMP_MAX_CORO) {
 		w->result = NUPP_WALK_TRUNCATED;
 		return 1;
 	}
-	if (NUPP_WALK_READ(&base, 8, pL + lo->L_base) || NUPP_WALK_READ(&stack, 8, pL + lo->L_stack) ||
-	    NUPP_WALK_READ(&spc, 8, pcf + lo->cframe_ofs_pc))
+	if (NUPP_WALK_READ(&spc, 8, pcf + lo->cframe_ofs_pc))
 		NUPP_WALK_GOTO(fault);
+	base = nupp_walk_u64(w->Lbuf, lo->L_base, 127);
+	stack = nupp_walk_u64(w->Lbuf, lo->L_stack, 127);
+	stacksize = nupp_walk_u32(w->Lbuf, lo->L_stacksize, 127);
 	if (nupp_walk_emit(w, NUPP_SMP_CORO, w->L, 0, 0, 0, -1, 0))
 		return 1;
 	w->coro++;
+	w->rep_delta = 0;
 	w->L = pL;
 	w->frame = base - lo->tv_size;
 	w->bot = stack + (__u64)lo->tv_size * lo->fr2;
+	w->stk_lo = stack;
+	w->stk_hi = stack + (__u64)lo->tv_size * stacksize;
 	w->pc_above = 0;
 	w->leaf_pc[0] = spc;
 	w->leaf_pc[1] = 0;
@@ -243,45 +433,86 @@ fault:
 	return 1;
 }
 
+/* Recursion: a frame whose function and link are those of the Lua frame above it, whose
+ * PC was that same link, emits the same frame record one frame lower (everything a frame
+ * emits follows from its GCfunc, its PC and its link; the memo holds the rest). Takes up
+ * to NUPP_WALK_REPEAT such frames from the stack window, state kept in registers;
+ * returns how many. */
+#define NUPP_WALK_REPEAT 16
+NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
+{
+	__u64 frame = w->frame, bot = w->bot, wlo = w->win_lo, whi = w->win_hi, fnv = w->rep_fn;
+	__u64 lk = w->rep_link, delta = w->rep_delta, gcv = w->rep_gcv, h = w->hash, hdr[2];
+	__u32 d = w->st.depth, maxd = w->max_depth, k, di;
+	struct nupp_smp_frame rec;
+
+	if (!delta || w->skip || !w->iter || w->result != NUPP_WALK_RUN || w->pc_above != lk || !d)
+		return 0;
+	rec = w->st.frames[(d - 1) & (NUPP_SMP_MAX_DEPTH - 1)];
+	for (k = 0; k < NUPP_WALK_REPEAT; k++) {
+		if (frame <= bot || frame - 8 < wlo || frame + 8 > whi)
+			break;
+		__builtin_memcpy(hdr, w->win + ((frame - 8 - wlo) & (NUPP_WALK_WIN - 1)), 16);
+		if ((hdr[0] & gcv) != fnv || hdr[1] != lk)
+			break;
+		if (d >= maxd || d >= NUPP_SMP_MAX_DEPTH) {
+			w->result = NUPP_WALK_TRUNCATED;
+			break;
+		}
+		di = d;
+		__asm__ volatile("" : "+r"(di)); /* keep the mask the verifier needs */
+		w->st.frames[di & (NUPP_SMP_MAX_DEPTH - 1)] = rec;
+		h = nupp_walk_mix_frame(h, &rec);
+		d++;
+		frame -= delta;
+	}
+	w->frame = frame;
+	w->hash = h;
+	w->st.depth = d;
+	w->iter += k;
+	return k;
+}
+
 /* One step of the bounded walk (§4.5): emits the current frame and moves to the one
  * below. Returns 1 when the walk is over (w->result says why), 0 to continue. */
 NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_layout *lo)
 {
-	__u64 frame = w->frame, link = 0, fnv = 0, fn, bc = 0, pc = 0, chunk = 0, next, hdr[2];
+	__u64 frame, link = 0, fn, bc = 0, pc = 0, next, hdr[2];
 	__u64 gg = w->g + (__s64)lo->gg_g2l, tvsz = lo->tv_size;
 	__u32 sizebc = 0, ins = 0, t;
-	__s32 firstline = 0, pos = -1;
-	__u8 gct = 0, ffid = 0, skip = w->skip, lt;
-	int first = w->iter == 0;
+	__s32 pos = -1;
+	__u8 ffid = 0, skip, lt;
+	int first, e;
+	struct nupp_walk_fn *f = 0;
 
+	if (w->rep_delta && nupp_walk_repeat(w))
+		return 0;
+	frame = w->frame;
+	skip = w->skip;
+	first = w->iter == 0;
 	if (w->result != NUPP_WALK_RUN)
 		return 1;
 	if (frame <= w->bot)
 		return nupp_walk_chain(w, lo);
 	w->skip = 0;
 	/* FR2 frame header: [frame-8] function TValue, [frame] link (lj_frame.h:33-51). */
-	if (NUPP_WALK_READ(hdr, 16, frame - tvsz))
+	if (nupp_walk_hdr(w, frame, hdr))
 		NUPP_WALK_GOTO(fault);
-	fnv = hdr[0];
 	link = hdr[1];
+	fn = hdr[0] & lo->gcvmask;
+	w->rep_delta = 0;
 	lt = (link & lo->frame_type) == lo->frame_lua ? (__u8)lo->frame_lua : (__u8)(link & lo->frame_typep);
-	fn = fnv & lo->gcvmask;
 	if (fn == w->L)
 		goto step; /* dummy frame (lj_debug.c:30-31) */
-	if (!fn || NUPP_WALK_READ(w->fnbuf, NUPP_WALK_FN_READ, fn))
-		NUPP_WALK_GOTO(window);
-	gct = w->fnbuf[lo->fn_gct & 63];
-	if (gct != lo->gct_func)
-		NUPP_WALK_GOTO(window);
-	ffid = w->fnbuf[lo->fn_ffid & 63];
+	e = nupp_walk_func(w, lo, fn, &f);
+	if (e == 1)
+		NUPP_WALK_GOTO(window); /* unreadable or not a function */
+	if (e || !f)
+		NUPP_WALK_GOTO(fault); /* its GCproto unreadable */
+	ffid = (__u8)f->ffid;
 	if (ffid == lo->ff_lua) {
-		__u64 pt;
-
-		bc = nupp_walk_u64(w->fnbuf, lo->fn_pc, 63);
-		pt = bc - lo->pt_size;
-		if (NUPP_WALK_READ(w->ptbuf, NUPP_WALK_PT_READ, pt))
-			NUPP_WALK_GOTO(fault);
-		sizebc = nupp_walk_u32(w->ptbuf, lo->pt_sizebc, 127);
+		bc = f->ptr;
+		sizebc = f->sizebc;
 		if (nupp_walk_pc_in(w->pc_above, bc, sizebc))
 			pc = w->pc_above;
 		else if (first && w->leaf_pc[0] == bc && w->mode == NUPP_WALK_REGS)
@@ -306,12 +537,10 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 			 * comes from the snapshot), or a frame called from C: no position. */
 		}
 		if (!skip) {
-			chunk = nupp_walk_u64(w->ptbuf, lo->pt_chunkname, 127);
-			firstline = (__s32)nupp_walk_u32(w->ptbuf, lo->pt_firstline, 127);
 			if (pc)
 				pos = (__s32)((pc - bc) / 4) - 1;
-			if (nupp_walk_emit(w, NUPP_SMP_LUA, pt, chunk, firstline, sizebc, pos,
-					   lt))
+			if (nupp_walk_emit(w, NUPP_SMP_LUA, bc - lo->pt_size, f->chunk, f->firstline, sizebc,
+					   pos, lt))
 				return 1;
 		}
 	} else if (!skip) {
@@ -325,10 +554,7 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 		      (w->rbx & lo->frame_type) != lo->frame_lua))
 			NUPP_WALK_GOTO(window);
 		if (ffid == lo->ff_c) {
-			__u64 cf = 0;
-
-			cf = nupp_walk_u64(w->fnbuf, lo->fn_cf, 63);
-			if (nupp_walk_emit(w, NUPP_SMP_C, cf, 0, 0, 0, -1, lt))
+			if (nupp_walk_emit(w, NUPP_SMP_C, f->ptr, 0, 0, 0, -1, lt))
 				return 1;
 		} else if (nupp_walk_emit(w, NUPP_SMP_FF, ffid, 0, 0, 0, -1, lt)) {
 			return 1;
@@ -351,16 +577,23 @@ step:
 	if ((link & lo->frame_type) == lo->frame_lua) {
 		/* frame_prevl: below by 1 + LJ_FR2 + A of the CALL before the return PC
 		 * (lj_frame.h:108). */
-		if (NUPP_WALK_READ(&ins, 4, link - lo->bcins_size))
+		if (nupp_walk_call_ins(w, lo, link, &ins))
 			NUPP_WALK_GOTO(fault);
 		next = frame - tvsz * (1 + lo->fr2 + ((ins >> lo->bc_a_shift) & 0xff));
+		/* A Lua frame emitted with the PC given by this same link: repeatable. */
+		if (f && ffid == lo->ff_lua && !skip && !first && pc && pc == link) {
+			w->rep_fn = fn;
+			w->rep_gcv = lo->gcvmask;
+			w->rep_link = link;
+			w->rep_delta = frame - next;
+		}
 		w->pc_above = link;
 		if (skip)
 			nupp_walk_relink(w, (__u8)lo->frame_lua);
 	} else {
 		t = (__u32)(link & lo->frame_typep);
 		w->pc_above = 0;
-		if (t == lo->frame_cont && NUPP_WALK_READ(&w->pc_above, 8, frame - 2 * tvsz))
+		if (t == lo->frame_cont && nupp_walk_slot64(w, frame - 2 * tvsz, &w->pc_above))
 			NUPP_WALK_GOTO(fault); /* frame_contpc (lj_frame.h:87-106) */
 		if (t == lo->frame_varg)
 			w->skip = 1; /* the pseudo-frame below repeats the call (lj_debug.c:40-42) */
@@ -399,10 +632,17 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 				     const struct nupp_walk_regs *r, __u32 max_depth, __u32 how, __s32 *vmstate)
 {
 	__u64 L = 0, jit_base = 0, base = 0, stack = 0, cf = 0, spc = 0, top, lbase;
-	__u32 stacksize = 0, glo;
+	__u32 stacksize = 0, glo, gofs = 0, both = 0;
+	__u64 glen;
 	__s32 vms = 0;
+	__s64 g2l = lo->gg_g2l, clo, chi;
 
 	w->g = g;
+	w->gen++; /* forget the functions and instructions of earlier walks */
+	w->rep_delta = 0;
+	w->win_hi = 0;
+	w->code_hi = 0;
+	w->stk_hi = 0;
 	w->hash = 0xcbf29ce484222325ull;
 	w->max_depth = max_depth;
 	w->iter = 0;
@@ -423,14 +663,30 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->st.mcode = 0;
 	if (!nupp_walk_layout_ok(lo))
 		return NUPP_WALK_BAD_FRAME;
-	/* One read for vmstate, cur_L and jit_base, one for the lua_State fields. */
+	/* vmstate, cur_L and jit_base, and the main lua_State (GG_State puts it just below
+	 * global_State, lj_dispatch.h:89-92) in one read when they fit, else the fields of
+	 * global_State in one read; then the running lua_State unless it was the main one. */
 	glo = nupp_walk_g_lo(lo);
-	if (NUPP_WALK_READ(w->gbuf, NUPP_WALK_G_SPAN, g + glo))
+	clo = g2l < (__s64)glo ? g2l : (__s64)glo;
+	chi = g2l + NUPP_WALK_L_READ > (__s64)nupp_walk_g_hi(lo) ? g2l + NUPP_WALK_L_READ
+								  : (__s64)nupp_walk_g_hi(lo);
+	glen = (__u64)(chi - clo);
+	if (chi - clo <= NUPP_WALK_GL_READ && glen <= NUPP_WALK_GL_READ) {
+		if (NUPP_WALK_READ(w->gbuf, glen, g + clo))
+			return NUPP_WALK_READ_FAULT;
+		gofs = (__u32)((__s64)glo - clo);
+		both = 1;
+	} else if (NUPP_WALK_READ(w->gbuf, NUPP_WALK_G_SPAN, g + glo)) {
 		return NUPP_WALK_READ_FAULT;
-	vms = (__s32)nupp_walk_u32(w->gbuf, lo->g_vmstate - glo, 255);
-	L = nupp_walk_u64(w->gbuf, lo->g_cur_L - glo, 255);
-	jit_base = nupp_walk_u64(w->gbuf, lo->g_jit_base - glo, 255);
-	if (!L || NUPP_WALK_READ(w->Lbuf, NUPP_WALK_L_READ, L))
+	}
+	vms = (__s32)nupp_walk_u32(w->gbuf, gofs + lo->g_vmstate - glo, 511);
+	L = nupp_walk_u64(w->gbuf, gofs + lo->g_cur_L - glo, 511);
+	jit_base = nupp_walk_u64(w->gbuf, gofs + lo->g_jit_base - glo, 511);
+	if (!L)
+		return NUPP_WALK_READ_FAULT;
+	if (both && L == g + g2l)
+		__builtin_memcpy(w->Lbuf, w->gbuf + ((__u32)(g2l - clo) & 511), NUPP_WALK_L_READ);
+	else if (NUPP_WALK_READ(w->Lbuf, NUPP_WALK_L_READ, L))
 		return NUPP_WALK_READ_FAULT;
 	*vmstate = vms;
 	w->L = L;
@@ -439,6 +695,8 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	lbase = nupp_walk_u64(w->Lbuf, lo->L_base, 127);
 	w->bot = stack + (__u64)lo->tv_size * lo->fr2;
 	top = stack + (__u64)lo->tv_size * stacksize;
+	w->stk_lo = stack;
+	w->stk_hi = top;
 	if (how == NUPP_WALK_BASE_AUTO && jit_base) {
 		/* On a trace (also its C helpers, GC from a trace and the head window):
 		 * memory is intact from jit_base down (§5.1). */
@@ -495,6 +753,22 @@ NUPP_WALK_INLINE __u32 nupp_walk_retry(const struct nupp_walk *w, const struct n
 	return 0;
 }
 
+/* Reads a 64-bit field at base+o64 and a 32-bit field at base+o32: in one read when
+ * they lie within 32 bytes of each other, else in two. 0 or a read error. */
+NUPP_WALK_INLINE int nupp_walk_read2(struct nupp_walk *w, __u64 base, __u32 o64, __u32 o32, __u64 *v64,
+				     __u32 *v32)
+{
+	__u32 a = o64 < o32 ? o64 : o32, b = o64 + 8 > o32 + 4 ? o64 + 8 : o32 + 4;
+
+	if (b - a > 32)
+		return NUPP_WALK_READ(v64, 8, base + o64) || NUPP_WALK_READ(v32, 4, base + o32);
+	if (NUPP_WALK_READ(w->fnbuf, b - a, base + a))
+		return -1;
+	*v64 = nupp_walk_u64(w->fnbuf, o64 - a, 31);
+	*v32 = nupp_walk_u32(w->fnbuf, o32 - a, 31);
+	return 0;
+}
+
 /* Records where a trace sample was: trace number, GCtrace*, mcode and offset (§5.3).
  * traces = J->trace (GCRef array); vmstate >= 0 is the running trace. */
 NUPP_WALK_INLINE void nupp_walk_trace(struct nupp_walk *w, const struct nupp_lj_layout *lo, __s32 vmstate,
@@ -503,12 +777,12 @@ NUPP_WALK_INLINE void nupp_walk_trace(struct nupp_walk *w, const struct nupp_lj_
 	__u64 J = w->g + (__s64)lo->gg_g2j, arr = 0, T = 0, mcode = 0;
 	__u32 size = 0, sz = 0;
 
-	if (vmstate < 0 || NUPP_WALK_READ(&arr, 8, J + lo->J_trace) ||
-	    NUPP_WALK_READ(&size, 4, J + lo->J_sizetrace) || (__u32)vmstate >= size)
+	if (vmstate < 0 || nupp_walk_read2(w, J, lo->J_trace, lo->J_sizetrace, &arr, &size) ||
+	    (__u32)vmstate >= size)
 		return;
 	if (NUPP_WALK_READ(&T, 8, arr + 8ull * (__u32)vmstate) || !T)
 		return;
-	if (NUPP_WALK_READ(&mcode, 8, T + lo->T_mcode) || NUPP_WALK_READ(&sz, 4, T + lo->T_szmcode))
+	if (nupp_walk_read2(w, T, lo->T_mcode, lo->T_szmcode, &mcode, &sz))
 		return;
 	w->st.traceno = (__u32)vmstate;
 	w->st.trace = T;

@@ -13,12 +13,14 @@
 #define ARENA_SIZE (1 << 20)
 static unsigned char *arena;
 static int reads;
+static __u64 fail_lo, fail_hi; /* reads of more than 16 bytes starting here fail (a page out) */
 
 /* The walker's reader: memcpy inside the arena, else zero + -EFAULT like the helper. */
 static int fake_read(void *dst, unsigned long sz, __u64 addr)
 {
 	reads++;
-	if (addr < (__u64)(uintptr_t)arena || addr + sz > (__u64)(uintptr_t)arena + ARENA_SIZE) {
+	if (addr < (__u64)(uintptr_t)arena || addr + sz > (__u64)(uintptr_t)arena + ARENA_SIZE ||
+	    (sz > 16 && addr >= fail_lo && addr < fail_hi)) {
 		memset(dst, 0, sz);
 		return -EFAULT;
 	}
@@ -130,6 +132,7 @@ static void setup(void)
 	/* stack[0] = the thread, stack[1] = nil: bottom (lj_state.c:134-136). */
 	put64(stack0, ((__u64)lo->itype_thread << lo->itype_shift) | mainL);
 	reads = 0;
+	fail_lo = fail_hi = 0;
 }
 
 static struct nupp_walk w;
@@ -597,6 +600,121 @@ START_TEST(walk_vm_call_entry_and_returned_function_value)
 }
 END_TEST
 
+/* A recursion main -> rec x n -> leaf (rec calls itself at pos 9, leaf at pos 7); returns
+ * the leaf's base. */
+static __u64 recursion(__u32 n, __u64 *fm, __u64 *rec, __u64 *pt_rec, __u64 leaf)
+{
+	__u64 base = stack0 + 32, link;
+	__u32 i;
+
+	*fm = new_lua_fn(20, 1, NULL);
+	*rec = new_lua_fn(40, 100, pt_rec);
+	frame(base, *fm, 0x18 | lo->frame_cp);
+	link = ret_pc(*fm, 4);
+	for (i = 0; i < n; i++) {
+		base = callee(base);
+		frame(base, *rec, link);
+		link = ret_pc(*rec, 9);
+	}
+	base = callee(base);
+	frame(base, leaf, ret_pc(*rec, 7));
+	return base;
+}
+
+/* Checks the frames of recursion(n): leaf, rec x n, main. */
+static void check_recursion(__u32 n, __u64 pt_leaf, __u64 pt_rec)
+{
+	__u32 i;
+
+	ck_assert_uint_eq(w.st.depth, n + 2);
+	ck_assert_uint_eq(w.st.frames[0].ptr, pt_leaf);
+	ck_assert_int_eq(w.st.frames[0].pos, 11);
+	for (i = 1; i <= n; i++) {
+		ck_assert_uint_eq(w.st.frames[i].kind, NUPP_SMP_LUA);
+		ck_assert_uint_eq(w.st.frames[i].ptr, pt_rec);
+		ck_assert_int_eq(w.st.frames[i].pos, i == 1 ? 7 : 9);
+		ck_assert_int_eq(w.st.frames[i].firstline, 100);
+		ck_assert_uint_eq(w.st.frames[i].sizebc, 40);
+		ck_assert_uint_eq(w.st.frames[i].link, lo->frame_lua);
+	}
+	ck_assert_int_eq(w.st.frames[n + 1].pos, 4);
+	ck_assert_int_eq(w.st.frames[n + 1].firstline, 1);
+	ck_assert_uint_eq(w.st.frames[n + 1].sizebc, 20);
+	ck_assert_uint_eq(w.st.frames[n + 1].link, lo->frame_cp);
+}
+
+START_TEST(walk_deep_recursion_reads_each_thing_once)
+{
+	__u64 fm, rec, pt_rec, pt_leaf, leaf, b;
+	__u64 hash;
+
+	/* 60 frames of one function: 2400 bytes of stack, more than one window */
+	setup();
+	leaf = new_lua_fn(30, 20, &pt_leaf);
+	b = recursion(60, &fm, &rec, &pt_rec, leaf);
+	{
+		struct nupp_walk_regs r = regs_interp(b, ret_pc(leaf, 11));
+
+		reads = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		check_recursion(60, pt_leaf, pt_rec);
+		/* vm state, 2 stack windows, 3 GCfuncs and up to 3 GCprotos, 3 call sites:
+		 * not 4 reads per frame */
+		ck_assert_int_le(reads, 12);
+		hash = w.hash;
+
+		/* the same walk with every stack window read failing (an unreadable page):
+		 * frame headers are read one by one, and the stack is the same */
+		fail_lo = stack0;
+		fail_hi = stack0 + 0x10000;
+		reads = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		check_recursion(60, pt_leaf, pt_rec);
+		ck_assert_uint_eq(w.hash, hash);
+		ck_assert_int_gt(reads, 60);
+	}
+}
+END_TEST
+
+START_TEST(walk_memo_and_windows_do_not_outlive_a_walk)
+{
+	__u64 fm, rec, pt_rec, pt_leaf, leaf, b, pt2, f2;
+
+	setup();
+	leaf = new_lua_fn(30, 20, &pt_leaf);
+	b = recursion(3, &fm, &rec, &pt_rec, leaf);
+	{
+		struct nupp_walk_regs r = regs_interp(b, ret_pc(leaf, 11));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		check_recursion(3, pt_leaf, pt_rec);
+
+		/* the GCfunc at the same address now runs another prototype (freed and
+		 * reused between two samples): the return PCs are not in it, so the next
+		 * walk refuses the frames instead of reusing what the last walk read */
+		f2 = new_lua_fn(40, 300, &pt2);
+		put64(rec + lo->fn_pc, pt2 + lo->pt_size);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
+		(void)f2;
+
+		/* the prototype's fingerprint changed between samples: the new one is read */
+		put64(rec + lo->fn_pc, pt_rec + lo->pt_size);
+		put32(pt_rec + lo->pt_firstline, 300);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.frames[2].ptr, pt_rec);
+		ck_assert_int_eq(w.st.frames[2].firstline, 300);
+
+		/* a frame header rewritten between samples: the new link is followed */
+		put64(rec + lo->fn_pc, pt_rec + lo->pt_size);
+		put64(b - 8, 0x28 | lo->frame_c); /* leaf now called from C (lua_call) */
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.frames[0].link, lo->frame_c);
+		ck_assert_uint_eq(w.st.frames[1].ptr, pt_rec);
+		ck_assert_int_eq(w.st.frames[1].pos, -1); /* called from C: no position */
+	}
+}
+END_TEST
+
 /* Runs the suite. */
 int main(void)
 {
@@ -618,6 +736,8 @@ int main(void)
 	tcase_add_test(tc, walk_depth_truncation_is_counted);
 	tcase_add_test(tc, walk_interp_in_c_helper_uses_rbp_then_l_base);
 	tcase_add_test(tc, walk_vm_call_entry_and_returned_function_value);
+	tcase_add_test(tc, walk_deep_recursion_reads_each_thing_once);
+	tcase_add_test(tc, walk_memo_and_windows_do_not_outlive_a_walk);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);

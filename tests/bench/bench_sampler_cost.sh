@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): the sampler's kernel cost per sample at fixed Lua stack depths.
+# Runs tests/bench/workloads/depth.lua (a hot loop under DEPTH frames) at 1000 Hz with the
+# real sampler program and prints, per depth, the samples, how many had exactly DEPTH
+# frames, the samples lost, and bpf_stats run_time_ns / run_cnt:
+#  * "ns/sample": the driver tests/bench/sampler_cost.c samples the target process only
+#    (a per-process CPU-clock event), so every run counted is one of the target's samples
+#    (median of RUNS runs, with min and max);
+#  * "cli ns/run": nupp-bpf -v record -F 1000, one run; its per-CPU events also run the
+#    program for every other process on the machine (an early return), which dilutes
+#    the figure on a busy machine.
+#  * with BASE_BUILD_DIR (another tree's build, e.g. of main), "base ns" and "ratio": that
+#    build's sampler program runs on the same process at the same time (a second event),
+#    so the ratio is free of the machine's load swings, which move single figures by 2x
+#    on a shared VM. The program attached second runs a little warmer (8-19 % less
+#    with two identical builds), so the base is favoured: the ratio is conservative.
+# Shapes: "same" recurses through one function, "distinct" through DEPTH-3 different
+# prototypes; modes: "interp" (JIT off), "jit" (the loop is a trace).
+# kernel.bpf_stats_enabled is set for the CLI runs and restored afterwards.
+# usage: sudo tests/bench/bench_sampler_cost.sh [BUILD_DIR] [RUNS] [SECONDS] [DEPTHS] [BASE_BUILD_DIR]
+set -euo pipefail
+
+SRC=$(cd "$(dirname "$0")/../.." && pwd)
+BUILD=${1:-$SRC/build}
+RUNS=${2:-5}
+SECS=${3:-1}
+DEPTHS=${4:-"4 16 32 64"}
+BASE=${5:-}
+LUAJIT=$BUILD/luajit/bin/luajit
+NUPP=$BUILD/nupp-bpf
+WL=$SRC/tests/bench/workloads/depth.lua
+
+[ "$(id -u)" = 0 ] || { echo "bench_sampler_cost.sh: needs root (BPF)" >&2; exit 77; }
+[ -x "$LUAJIT" ] && [ -x "$NUPP" ] || { echo "bench_sampler_cost.sh: build first ($BUILD)" >&2; exit 1; }
+
+TMP=$(mktemp -d)
+OLD_STATS=$(sysctl -n kernel.bpf_stats_enabled)
+cleanup() { sysctl -qw kernel.bpf_stats_enabled="$OLD_STATS"; rm -rf "$TMP"; }
+trap cleanup EXIT
+
+cflags=()
+if [ -n "$BASE" ]; then
+  [ -f "$BASE/bpf/sampler.skel.h" ] || { echo "bench_sampler_cost.sh: no $BASE/bpf/sampler.skel.h" >&2; exit 1; }
+  # The base skeleton under other C names; the object keeps its name (its map names).
+  sed 's/sampler_bpf/base_bpf/g; s/SAMPLER_BPF/BASE_BPF/g; s/"base_bpf"/"sampler_bpf"/g' \
+    "$BASE/bpf/sampler.skel.h" >"$TMP/base.skel.h"
+  cflags=(-DCOST_BASE -I"$TMP")
+fi
+cc -O2 "${cflags[@]}" -o "$TMP/sampler_cost" "$SRC/tests/bench/sampler_cost.c" \
+  -I"$SRC/include" -I"$BUILD/bpf" -I"$BUILD/gen" "$BUILD/libnupp.a" \
+  $(pkg-config --libs --static libbpf libelf jansson) -lm
+
+# The value of key $1 in a "key=value ..." line on stdin.
+field() { tr ' ' '\n' | sed -n "s/^$1=//p"; }
+
+# Median, min and max of the numbers on stdin.
+stats() { sort -g | awk '{a[NR]=$1} END {m = (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2;
+  printf "%.0f %.0f %.0f\n", m, a[1], a[NR]}'; }
+
+sysctl -qw kernel.bpf_stats_enabled=1
+echo "sampler cost per sample, 1000 Hz, ${SECS} s per run, median of $RUNS runs (min-max); $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+[ -n "$BASE" ] && echo "base: $BASE (its sampler on the same process at the same time)"
+printf '%-6s %-8s %5s %8s %9s %6s %12s %13s %11s' mode shape depth samples "at depth" lost "ns/sample" "(min-max)" "cli ns/run"
+[ -n "$BASE" ] && printf ' %10s %6s' "base ns" ratio
+echo
+for mode in interp jit; do
+  for shape in same distinct; do
+    for d in $DEPTHS; do
+      : >"$TMP/runs"
+      for _ in $(seq "$RUNS"); do
+        "$TMP/sampler_cost" -F 1000 -e "$d" "$LUAJIT" "$WL" "$d" "$SECS" "$mode" "$shape" 2>/dev/null |
+          grep -E '^(samples|base_run_cnt)=' | paste -sd' ' >>"$TMP/runs" ||
+          { echo "bench: driver failed ($mode $shape $d)" >&2; exit 1; }
+      done
+      samples=$(field samples <"$TMP/runs" | awk '{s += $1} END {print s}')
+      atd=$(field at_depth <"$TMP/runs" | awk '{s += $1} END {print s}')
+      lost=$(sed 's/.*lost_no_vm=\([0-9]*\) lost_fault=\([0-9]*\) lost_bad=\([0-9]*\) lost_trunc=\([0-9]*\) lost_full=\([0-9]*\).*/\1 \2 \3 \4 \5/' \
+        "$TMP/runs" | awk '{s += $1 + $2 + $3 + $4 + $5} END {print s}')
+      read -r med lo hi < <(field ns_per_run <"$TMP/runs" | stats)
+      "$NUPP" -v record -F 1000 -o "$TMP/p.json" -- "$LUAJIT" "$WL" "$d" "$SECS" "$mode" "$shape" \
+        >/dev/null 2>"$TMP/cli" || true
+      cli=$(sed -n 's/^nupp-bpf: bpf sampler [0-9]* runs, \([0-9]*\) ns\/run.*/\1/p' "$TMP/cli")
+      printf '%-6s %-8s %5d %8d %8.1f%% %6d %12d %13s %11s' "$mode" "$shape" "$d" "$samples" \
+        "$(awk -v a="$atd" -v s="$samples" 'BEGIN {print s ? 100 * a / s : 0}')" "$lost" "$med" "($lo-$hi)" "${cli:-?}"
+      if [ -n "$BASE" ]; then
+        # Median of the per-run ratios (each run: both programs on the same samples' time).
+        ratio=$(awk '{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}
+          print v["ns_per_run"] / v["base_ns_per_run"]}' "$TMP/runs" | sort -g |
+          awk '{a[NR]=$1} END {printf "%.2f", (NR % 2) ? a[(NR+1)/2] : (a[NR/2] + a[NR/2+1]) / 2}')
+        bmed=$(field base_ns_per_run <"$TMP/runs" | stats | cut -d' ' -f1)
+        printf ' %10s %6s' "$bmed" "$ratio"
+      fi
+      echo
+    done
+  done
+done

@@ -1,0 +1,243 @@
+/* Bench driver for bench_sampler_cost.sh: runs a command under the real sampler program
+ * with a CPU-clock event on that process only, so bpf_stats counts the target's runs and
+ * nothing else, and prints what the walks found and what they cost. Built with
+ * -DCOST_BASE, it also runs a second sampler build (base.skel.h, its names renamed to
+ * base_bpf) on the same process at the same time, so both costs see the same machine. */
+#include <errno.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <linux/perf_event.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <bpf/bpf.h>
+#include <bpf/libbpf.h>
+
+#include "nupp/nupp.h"
+#include "nupp/sampler_abi.h"
+#include "sampler.skel.h"
+#ifdef COST_BASE
+#include "base.skel.h"
+#endif
+
+#define COST_MAX_KEYS 65536
+
+/* Sleeps ms milliseconds. */
+static void cost_sleep_ms(int ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+/* Sums a per-CPU u64 value of map fd at key. */
+static __u64 cost_percpu_sum(int fd, __u32 key, int ncpu)
+{
+	__u64 vals[ncpu], sum = 0;
+	int i;
+
+	if (bpf_map_lookup_elem(fd, &key, vals))
+		return 0;
+	for (i = 0; i < ncpu; i++)
+		sum += vals[i];
+	return sum;
+}
+
+/* usage: sampler_cost [-F HZ] [-e DEPTH] CMD [ARGS...]; prints one "key=value ..." line
+ * on stdout: samples stacked, lost (by reason), samples whose stack has DEPTH frames,
+ * and run_time_ns / run_cnt of the sampling program over the target's samples only. */
+int main(int argc, char **argv)
+{
+	static struct nupp_smp_count_key keys[COST_MAX_KEYS];
+	struct nupp_smp_stack *st = malloc(sizeof(*st));
+	struct perf_event_attr a = { .size = sizeof(a), .type = PERF_TYPE_SOFTWARE,
+				     .config = PERF_COUNT_SW_CPU_CLOCK, .freq = 1 };
+	struct bpf_link *vm_link = NULL, *plink = NULL;
+	struct sampler_bpf *skel = NULL;
+#ifdef COST_BASE
+	struct base_bpf *bskel = NULL;
+	struct bpf_link *bvm_link = NULL, *bplink = NULL;
+	struct bpf_prog_info binfo;
+	int bpfd = -1;
+#endif
+	struct nupp_smp_proc proc;
+	struct nupp_smp_count_key k, next;
+	struct bpf_prog_info info;
+	__u32 info_len = sizeof(info), tgid;
+	__u64 samples = 0, at_depth = 0, lost[NUPP_SMP_LOST_N] = { 0 }, depth_hist[NUPP_SMP_MAX_DEPTH + 1] = { 0 };
+	int hz = 1000, want = 0, gate[2], st_fd, pfd = -1, stats_fd, ncpu, i, n = 0, have = 0, wst = 0, rc = 1;
+	char bin[512], c;
+	pid_t pid;
+
+	while (argc > 2 && argv[1][0] == '-') {
+		if (!strcmp(argv[1], "-F"))
+			hz = atoi(argv[2]);
+		else if (!strcmp(argv[1], "-e"))
+			want = atoi(argv[2]);
+		else
+			break;
+		argv += 2;
+		argc -= 2;
+	}
+	if (argc < 2 || !st) {
+		fprintf(stderr, "usage: %s [-F HZ] [-e DEPTH] CMD [ARGS...]\n", argv[0]);
+		return 2;
+	}
+	if (nupp_vm_binary_for_exe(argv[1], bin, sizeof(bin))) {
+		fprintf(stderr, "Error: cannot profile %s: %s\n", argv[1], nupp_errmsg());
+		return 1;
+	}
+	stats_fd = bpf_enable_stats(BPF_STATS_RUN_TIME);
+	if (stats_fd < 0) {
+		fprintf(stderr, "Error: cannot enable bpf statistics: %s\n", strerror(errno));
+		return 1;
+	}
+	if (pipe(gate))
+		return 1;
+	pid = fork();
+	if (pid == 0) {
+		close(gate[1]);
+		if (read(gate[0], &c, 1) != 1)
+			_exit(126);
+		execvp(argv[1], argv + 1);
+		_exit(127);
+	}
+	close(gate[0]);
+	tgid = (__u32)pid;
+	skel = sampler_bpf__open_and_load();
+	if (!skel) {
+		fprintf(stderr, "Error: cannot load the sampler: %s\n", strerror(errno));
+		goto out;
+	}
+	/* The VM's g and layout arrive with luajit:vm_open, as in nupp_sampler_watch. */
+	memset(&proc, 0, sizeof(proc));
+	if (bpf_map_update_elem(bpf_map__fd(skel->maps.procs), &tgid, &proc, BPF_ANY))
+		goto out;
+	vm_link = bpf_program__attach_usdt(skel->progs.nupp_smp_vm_open, pid, bin, "luajit", "vm_open", NULL);
+	if (!vm_link) {
+		fprintf(stderr, "Error: cannot attach to luajit:vm_open in %s: %s\n", bin, strerror(errno));
+		goto out;
+	}
+#ifdef COST_BASE
+	bskel = base_bpf__open_and_load();
+	if (!bskel || bpf_map_update_elem(bpf_map__fd(bskel->maps.procs), &tgid, &proc, BPF_ANY)) {
+		fprintf(stderr, "Error: cannot load the base sampler: %s\n", strerror(errno));
+		goto out;
+	}
+	bvm_link = bpf_program__attach_usdt(bskel->progs.nupp_smp_vm_open, pid, bin, "luajit", "vm_open", NULL);
+	if (!bvm_link) {
+		fprintf(stderr, "Error: cannot attach the base sampler to luajit:vm_open: %s\n", strerror(errno));
+		goto out;
+	}
+#endif
+	if (write(gate[1], "g", 1) != 1)
+		goto out;
+	close(gate[1]);
+	for (i = 0; i < 5000; i++) {
+		if (!bpf_map_lookup_elem(bpf_map__fd(skel->maps.procs), &tgid, &proc) && proc.nvm)
+			break;
+		cost_sleep_ms(1);
+	}
+	if (!proc.nvm) {
+		fprintf(stderr, "Error: the target opened no VM within 5 s\n");
+		goto out;
+	}
+	/* Sample this process only: every run of the program is a target run. */
+	a.sample_freq = (__u64)hz;
+	pfd = (int)syscall(__NR_perf_event_open, &a, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	if (pfd < 0) {
+		fprintf(stderr, "Error: cannot open a CPU-clock event on PID %d: %s\n", (int)pid, strerror(errno));
+		goto out;
+	}
+	plink = bpf_program__attach_perf_event(skel->progs.nupp_sample, pfd);
+	if (!plink) {
+		fprintf(stderr, "Error: cannot attach the sampler: %s\n", strerror(errno));
+		goto out;
+	}
+#ifdef COST_BASE
+	for (i = 0; i < 5000; i++) {
+		if (!bpf_map_lookup_elem(bpf_map__fd(bskel->maps.procs), &tgid, &proc) && proc.nvm)
+			break;
+		cost_sleep_ms(1);
+	}
+	bpfd = (int)syscall(__NR_perf_event_open, &a, pid, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	bplink = bpfd < 0 ? NULL : bpf_program__attach_perf_event(bskel->progs.nupp_sample, bpfd);
+	if (!proc.nvm || !bplink) {
+		fprintf(stderr, "Error: cannot attach the base sampler: %s\n", strerror(errno));
+		goto out;
+	}
+#endif
+	while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
+		;
+	pid = 0;
+	memset(&info, 0, sizeof(info));
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(skel->progs.nupp_sample), &info, &info_len))
+		goto out;
+	/* Samples by stack depth. */
+	st_fd = bpf_map__fd(skel->maps.stacks);
+	while (n < COST_MAX_KEYS && bpf_map_get_next_key(bpf_map__fd(skel->maps.counts), have ? &k : NULL, &next) == 0) {
+		keys[n++] = next;
+		k = next;
+		have = 1;
+	}
+	for (i = 0; i < n; i++) {
+		struct nupp_smp_count cnt;
+		__u64 tot = 0;
+		int j;
+
+		if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.counts), &keys[i], &cnt) ||
+		    bpf_map_lookup_elem(st_fd, &keys[i].stack, st))
+			continue;
+		for (j = 0; j < NUPP_SMP_NSTATES; j++)
+			tot += cnt.n[j];
+		samples += tot;
+		if (st->depth <= NUPP_SMP_MAX_DEPTH)
+			depth_hist[st->depth] += tot;
+	}
+	ncpu = libbpf_num_possible_cpus();
+	for (i = 0; i < NUPP_SMP_LOST_N; i++)
+		lost[i] = cost_percpu_sum(bpf_map__fd(skel->maps.lost), (__u32)i, ncpu);
+	if (want >= 0 && want <= NUPP_SMP_MAX_DEPTH)
+		at_depth = depth_hist[want];
+	printf("samples=%llu stacks=%d at_depth=%llu lost_no_vm=%llu lost_fault=%llu lost_bad=%llu lost_trunc=%llu "
+	       "lost_full=%llu run_cnt=%llu run_time_ns=%llu ns_per_run=%.0f\n",
+	       (unsigned long long)samples, n, (unsigned long long)at_depth, (unsigned long long)lost[0],
+	       (unsigned long long)lost[1], (unsigned long long)lost[2], (unsigned long long)lost[3],
+	       (unsigned long long)lost[4], (unsigned long long)info.run_cnt, (unsigned long long)info.run_time_ns,
+	       info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0.0);
+#ifdef COST_BASE
+	memset(&binfo, 0, sizeof(binfo));
+	info_len = sizeof(binfo);
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(bskel->progs.nupp_sample), &binfo, &info_len))
+		goto out;
+	printf("base_run_cnt=%llu base_run_time_ns=%llu base_ns_per_run=%.0f\n", (unsigned long long)binfo.run_cnt,
+	       (unsigned long long)binfo.run_time_ns, binfo.run_cnt ? (double)binfo.run_time_ns / binfo.run_cnt : 0.0);
+#endif
+	for (i = 0; i <= NUPP_SMP_MAX_DEPTH; i++)
+		if (depth_hist[i] && i != want)
+			fprintf(stderr, "sampler_cost: %llu samples at depth %d\n", (unsigned long long)depth_hist[i], i);
+	rc = !WIFEXITED(wst) || WEXITSTATUS(wst);
+out:
+	if (pid > 0) {
+		kill(pid, SIGKILL);
+		waitpid(pid, NULL, 0);
+	}
+#ifdef COST_BASE
+	bpf_link__destroy(bplink);
+	if (bpfd >= 0)
+		close(bpfd);
+	bpf_link__destroy(bvm_link);
+	base_bpf__destroy(bskel);
+#endif
+	bpf_link__destroy(plink);
+	if (pfd >= 0)
+		close(pfd);
+	bpf_link__destroy(vm_link);
+	sampler_bpf__destroy(skel);
+	close(stats_fd);
+	free(st);
+	return rc;
+}
