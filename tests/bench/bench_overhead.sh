@@ -2,9 +2,9 @@
 # Benchmark (not a test): wall-time overhead of nupp-bpf record on CPU-bound LuaJIT
 # workloads (tests/bench/workloads, fixed work, self-timed), against no profiler and
 # LuaJIT's own jit.p (-jp=i1, 1 ms interval).
-# Prints a table of median ratios to the unprofiled run over RUNS paired runs (the
-# modes run interleaved, so load drifts hit them alike), and the kernel cost per
-# sample of the sampling program (bpf_stats run_time_ns / run_cnt).
+# Prints a table of median ratios to the unprofiled run over RUNS paired runs (each
+# profiled run is paired with an unprofiled twin running at the same time), and the
+# kernel cost per sample of the sampling program (bpf_stats run_time_ns / run_cnt).
 # usage: sudo tests/bench/bench_overhead.sh [RUNS]   (from a built tree: build/)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
@@ -20,36 +20,36 @@ trap 'sysctl -qw kernel.bpf_stats_enabled="$old_stats"; rm -rf "$tmp"' EXIT
 # The workload's own wall time (it prints "elapsed S" on stderr, measured with
 # CLOCK_MONOTONIC from its first line to its last), so the profiler's start-up and
 # tear-down (BPF load, uprobe attach/detach) are not counted as overhead on the program.
-wall() {
-  "$@" >/dev/null 2>"$tmp/err" || { cat "$tmp/err" >&2; exit 1; }
-  awk '/^elapsed / {print $2}' "$tmp/err"
-}
+elapsed() { awk '/^elapsed / {print $2}' "$1"; }
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-modes=(none nupp99 nupp1000 jp1)
-run_mode() {
-  local mode=$1 wl=$2
+# One paired run: the workload unprofiled and profiled (mode) AT THE SAME TIME, one per
+# CPU, so both see the same machine speed (this VM's speed drifts by tens of percent
+# from one minute to the next); prints profiled/unprofiled.
+pair() {
+  local mode=$1 wl=$2 prof
   case $mode in
-    none) wall "$LJ" "$W/$wl.lua" ;;
-    nupp99) wall "$NUPP" record -q -F 99 -o "$tmp/p.json" -- "$LJ" "$W/$wl.lua" ;;
-    nupp1000) wall "$NUPP" record -q -F 1000 -o "$tmp/p.json" -- "$LJ" "$W/$wl.lua" ;;
-    jp1) wall "$LJ" -jp=i1 "$W/$wl.lua" ;;
+    nupp99) prof=("$NUPP" record -q -F 99 -o "$tmp/p99.json" -- "$LJ" "$W/$wl.lua") ;;
+    nupp1000) prof=("$NUPP" record -q -F 1000 -o "$tmp/p1000.json" -- "$LJ" "$W/$wl.lua") ;;
+    jp1) prof=("$LJ" -jp=i1 "$W/$wl.lua") ;;
   esac
+  "$LJ" "$W/$wl.lua" >/dev/null 2>"$tmp/base.err" & local b=$!
+  "${prof[@]}" >/dev/null 2>"$tmp/prof.err" & local p=$!
+  wait "$b" && wait "$p" || { cat "$tmp/base.err" "$tmp/prof.err" >&2; exit 1; }
+  elapsed "$tmp/base.err" >>"$tmp/base"
+  awk -v a="$(elapsed "$tmp/prof.err")" -v b="$(elapsed "$tmp/base.err")" 'BEGIN {print a / b}'
 }
 
 printf '%-10s %10s %12s %14s %12s\n' workload "none (s)" "nupp 99 Hz" "nupp 1000 Hz" "jit.p i1"
 for wl in numeric interp tables; do
-  for m in "${modes[@]}"; do : >"$tmp/$m"; done
+  : >"$tmp/base"
+  for m in nupp99 nupp1000 jp1; do : >"$tmp/$m"; done
   for _ in $(seq "$RUNS"); do
-    for m in "${modes[@]}"; do run_mode "$m" "$wl" >>"$tmp/$m"; done
+    for m in nupp99 nupp1000 jp1; do pair "$m" "$wl" >>"$tmp/$m"; done
   done
-  base=$(median <"$tmp/none")
-  row=$(printf '%-10s %10.3f' "$wl" "$base")
-  for m in nupp99 nupp1000 jp1; do
-    r=$(awk -v a="$(median <"$tmp/$m")" -v b="$base" 'BEGIN {print a / b}')
-    row+=$(printf ' %13.3fx' "$r")
-  done
+  row=$(printf '%-10s %10.3f' "$wl" "$(median <"$tmp/base")")
+  for m in nupp99 nupp1000 jp1; do row+=$(printf ' %13.3fx' "$(median <"$tmp/$m")"); done
   echo "$row"
 done
 
