@@ -21,6 +21,7 @@
 #include "nupp/nupp.h"
 #include "nupp/profile.h"
 #include "nupp/sampler.h"
+#include "nupp/sampler_abi.h"
 #include "nupp/trace.h"
 #include "cli.h"
 
@@ -60,7 +61,7 @@ static void record_usage(FILE *f)
 		"  -d, --duration SEC     stop after SEC (default: until the target exits or Ctrl-C)\n"
 		"  -o, --output FILE      .json = nupp profile (default nupp.json); .folded or .txt =\n"
 		"                         collapsed stacks; - = collapsed stacks to stdout; repeatable\n"
-		"      --depth N          frames per stack (default 64, at most 127)\n"
+		"      --depth N          frames per stack (default and most: 64)\n"
 		"      --lines            name Lua frames module:line (current line)\n"
 		"      --zone PREFIX      keep samples whose zone path starts with PREFIX\n"
 		"      --root MODULE      cut each stack below the outermost frame of MODULE\n"
@@ -179,8 +180,8 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 			o->outputs[o->noutputs++] = optarg;
 			break;
 		case O_DEPTH:
-			if (!record_int(optarg, 1, 127, &v)) {
-				cli_error("invalid depth '%s': expected 1..127 frames", optarg);
+			if (!record_int(optarg, 1, NUPP_SMP_MAX_DEPTH, &v)) {
+				cli_error("invalid depth '%s': expected 1..%d frames", optarg, NUPP_SMP_MAX_DEPTH);
 				return 2;
 			}
 			o->depth = (int)v;
@@ -240,6 +241,27 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 	if (o->aborts_csv && !o->aborts) {
 		cli_error("--aborts FILE.csv needs the abort channel: drop --no-aborts");
 		return 2;
+	}
+	return 0;
+}
+
+/* Checks that the directory of an output file exists and is writable, so a profile
+ * is never recorded only to be lost at the end; 0, or 1 after the error. */
+static int record_check_output(const char *path)
+{
+	char dir[PATH_MAX];
+	const char *slash;
+
+	if (!path || strcmp(path, "-") == 0)
+		return 0;
+	slash = strrchr(path, '/');
+	if (!slash)
+		snprintf(dir, sizeof(dir), ".");
+	else
+		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
+	if (access(dir, W_OK | X_OK) != 0) {
+		cli_error("cannot write %s: %s: %s", path, dir, strerror(errno));
+		return 1;
 	}
 	return 0;
 }
@@ -524,6 +546,12 @@ int cmd_record(int argc, char **argv)
 		return ret < 0 ? 0 : ret;
 	ret = 1;
 	if (record_check_privileges())
+		return 1;
+	for (err = 0; err < o.noutputs; err++)
+		if (record_check_output(o.outputs[err]))
+			return 1;
+	err = 0;
+	if (record_check_output(o.aborts_csv))
 		return 1;
 	if (o.pid && kill(o.pid, 0) && errno == ESRCH) {
 		cli_error("cannot profile PID %d: no such process", (int)o.pid);

@@ -16,11 +16,15 @@ expect_error() {
 expect_error 2 "invalid PID 'abc'" -p abc
 expect_error 2 "invalid frequency '0'" -F 0 -p 1
 expect_error 2 "invalid duration 'x'" -d x -p 1
-expect_error 2 "invalid depth '500'" --depth 500 -p 1
+expect_error 2 "invalid depth '500': expected 1..64 frames" --depth 500 -p 1
 expect_error 2 "unknown output format for 'out.xyz'" -o out.xyz -p 1
 expect_error 2 "nothing to record" -o x.json
 expect_error 2 "give either -p PID or -- COMMAND" -p 1 -- true
 expect_error 1 "no such process" -p 4194303
+# Unwritable outputs are refused before anything is recorded.
+expect_error 1 "cannot write /nonexistent/dir/p.json: /nonexistent/dir: No such file or directory" \
+  -o /nonexistent/dir/p.json -p 4194303
+expect_error 1 "cannot write /nonexistent/a.csv" --aborts /nonexistent/a.csv -p 4194303
 sleep 30 & sleeper=$!
 expect_error 1 "is not running LuaJIT" -p "$sleeper"
 kill "$sleeper"
