@@ -75,7 +75,11 @@ static void record_usage(FILE *f)
 		"  sudo nupp-bpf record -F 999 -o - -- build/luajit/bin/luajit app.lua | flamegraph.pl > app.svg\n"
 		"  sudo nupp-bpf record --aborts aborts.csv -o app.folded -- luajit app.lua\n\n"
 		"OVERHEAD\n"
-		"  See README.md (\"Overhead and accuracy\") for measured figures.\n");
+		"  Nothing runs in the target: a BPF program runs at each tick on the interrupted\n"
+		"  thread. Measured kernel cost per sample: 2-4 us for stacks of 4-32 frames of one\n"
+		"  function, 3.5 us at 4 and 10 us at 32 distinct frames, i.e. 0.1 %% of a CPU at\n"
+		"  99 Hz and 1 %% at 1000 Hz for 32 distinct frames. Each JIT trace abort costs\n"
+		"  2.8 us while aborts are counted (0.9 us of it in BPF). See README.md \"Overhead\".\n");
 }
 
 /* Parses a decimal integer option within [lo, hi]; false on error. */
