@@ -2,7 +2,8 @@
 -- a loop that compiles (trace_start, trace_stop), a closure created in a hot loop that
 -- aborts at the same start until blacklisted (trace_abort, trace_blacklist), jit.flush
 -- (trace_flush), a full GC of the flushed traces (trace_free), lua_close at exit
--- (vm_close); vm_open fired before the first line ran.
+-- (vm_close); vm_open fired before the first line ran; a chunk loaded and dropped is
+-- collected (proto_free).
 local n = 0
 for i = 1, 1000 do n = n + i end
 
@@ -15,6 +16,10 @@ local function hot()
   return s
 end
 for _ = 1, 2000 do hot() end
+
+local chunk = loadstring("return 42")
+assert(chunk() == 42)
+chunk = nil
 
 jit.flush()
 collectgarbage()

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Our LuaJIT build: all 8 luajit:* probes are in the exe and the .so with register or
+# Our LuaJIT build: all 9 luajit:* probes are in the exe and the .so with register or
 # immediate argument specs (libbpf 1.1.2 parses no %rip or SIB forms), the JIT still
 # works (-jv, -jp, -jdump), and LuaJIT's behaviour is unchanged on a smoke script.
 . "$(dirname "$0")/../support/lib.sh"
 
-probes="vm_open vm_close trace_start trace_stop trace_abort trace_blacklist trace_flush trace_free"
+probes="vm_open vm_close trace_start trace_stop trace_abort trace_blacklist trace_flush trace_free proto_free"
 for obj in "$NUPP_LUAJIT_PREFIX/bin/luajit" "$NUPP_LUAJIT_PREFIX/lib/libluajit-5.1.so"; do
   readelf -n "$obj" >"$TMP/notes"
   got=$(awk '/Provider: luajit/{getline; print $2}' "$TMP/notes" | sort | tr '\n' ' ')
