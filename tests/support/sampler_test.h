@@ -137,8 +137,10 @@ static inline int smp_profile_line(char *const argv[], const struct nupp_sampler
 	err = smp_run_start(&run, argv);
 	if (!err)
 		err = nupp_sampler_watch(s, lib, run.pid);
-	if (!err)
-		err = nupp_sampler_add_pid(s, run.pid);
+	/* The child may not have exec'ed yet (a loaded machine): no VM in its maps (-ENOENT)
+	 * is expected then, and luajit:vm_open (watched above) reports the VM as it opens. */
+	if (!err && (err = nupp_sampler_add_pid(s, run.pid)) == -ENOENT)
+		err = 0;
 	if (err) {
 		printf("attach: %s\n", nupp_errmsg());
 		nupp_sampler_close(s);
