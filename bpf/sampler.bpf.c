@@ -7,7 +7,24 @@
 #include <bpf/usdt.bpf.h>
 
 #define NUPP_WALK_READ(dst, sz, addr) bpf_probe_read_user((dst), (sz), (const void *)(unsigned long)(addr))
+/* The walker's frame cache: a per-CPU array map (4096 x 64 bytes per CPU). */
+#define NUPP_WALK_FC 4096
+#define NUPP_WALK_FC_ENTRY(w, i) smp_fc_entry(i)
+struct nupp_walk_fc;
+static __always_inline struct nupp_walk_fc *smp_fc_entry(__u32 i);
 #include "nupp/walk.h"
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, NUPP_WALK_FC);
+	__type(key, __u32);
+	__type(value, struct nupp_walk_fc);
+} fcache SEC(".maps");
+
+static __always_inline struct nupp_walk_fc *smp_fc_entry(__u32 i)
+{
+	return bpf_map_lookup_elem(&fcache, &i);
+}
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -15,6 +32,9 @@ char LICENSE[] SEC("license") = "GPL";
 
 const volatile __u32 max_depth = NUPP_SMP_MAX_DEPTH; /* frames per stack */
 int paused = 0;                                      /* pause flag: one test per sample */
+/* Frame cache epoch: bumped by every prototype freed in a target, every VM opened or
+ * closed, and by userspace when it adds a process; part of every cache entry's tag. */
+__u64 fc_epoch = 1;
 
 /* -- Maps (sizes set at run time by user/sampler.c) ------------------------------ */
 
@@ -165,6 +185,7 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 	struct nupp_smp_count *c, init = {};
 	__s32 vmstate = 0;
 	__u32 attempt, how = NUPP_WALK_BASE_AUTO;
+	__u8 fc_ok;
 	int err;
 
 	if (paused)
@@ -190,6 +211,7 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 	if (vi >= NUPP_SMP_MAX_VMS)
 		return smp_lose(NUPP_SMP_LOST_NO_VM);
 	zaddr = p->zone_addr[vi & (NUPP_SMP_MAX_VMS - 1)];
+	fc_ok = p->fc_ok[vi & (NUPP_SMP_MAX_VMS - 1)];
 	s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
 		return 0;
@@ -198,6 +220,8 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 		__builtin_memcpy(&s->lo, &p->lo, sizeof(s->lo));
 		s->lo_tgid = tgid;
 	}
+	/* tgid < 2^22 (PID_MAX_LIMIT): the tag names the process and the epoch. */
+	s->w.fc_tag = fc_ok ? (fc_epoch << 22) | (tgid & 0x3fffff) : 0;
 	for (attempt = 0; attempt < 2; attempt++) {
 		err = nupp_walk_start(&s->w, &s->lo, g, &r, max_depth, how, &vmstate);
 		if (err) {
@@ -296,11 +320,15 @@ int BPF_USDT(nupp_smp_vm_open, __u64 g, __u64 L, __u64 layout)
 	n = __sync_fetch_and_add(&p->nvm, 1);
 	if (n < NUPP_SMP_MAX_VMS) {
 		p->zone_addr[n & (NUPP_SMP_MAX_VMS - 1)] = 0;
+		/* This program fires, so luajit:proto_free of the same binary is attached too
+		 * (nupp_sampler_watch attaches it first). */
+		p->fc_ok[n & (NUPP_SMP_MAX_VMS - 1)] = 1;
 		p->g[n & (NUPP_SMP_MAX_VMS - 1)] = g;
 	} else {
 		__sync_fetch_and_add(&p->nvm, -1);
 	}
 sent:
+	__sync_fetch_and_add(&fc_epoch, 1);
 	smp_event(NUPP_SMP_EV_VM_OPEN, tgid, g, 0, 0, 0);
 	return 0;
 }
@@ -323,7 +351,20 @@ int BPF_USDT(nupp_smp_vm_close, __u64 g)
 			break;
 		}
 	}
+	__sync_fetch_and_add(&fc_epoch, 1);
 	smp_event(NUPP_SMP_EV_VM_CLOSE, tgid, g, 0, 0, 0);
+	return 0;
+}
+
+/* luajit:proto_free(g, pt): a prototype dies; every frame cache entry is dropped (its
+ * memory may hold another prototype next). Frees are rare in steady state. */
+SEC("usdt")
+int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	if (bpf_map_lookup_elem(&procs, &tgid))
+		__sync_fetch_and_add(&fc_epoch, 1);
 	return 0;
 }
 

@@ -22,7 +22,7 @@ _Static_assert(NUPP_SMP_LOST_NO_VM == NUPP_LOST_NO_VM && NUPP_SMP_LOST_READ_FAUL
 
 #define SMP_MAX_CPUS 1024
 #define SMP_MAX_ATTACH 32
-#define SMP_PROBES 5
+#define SMP_PROBES 6
 
 /* One target process and its per-process name caches. */
 struct smp_target {
@@ -238,12 +238,14 @@ fail:
 /* Attaches the VM and trace lifetime probes of binary for pid (-1: every process). */
 static int smp_attach_probes(struct nupp_sampler *s, const char *binary, pid_t pid)
 {
-	static const char *const names[SMP_PROBES] = { "vm_open", "vm_close", "trace_stop", "trace_free",
-						       "trace_flush" };
+	/* proto_free before vm_open: a VM seen opening has its prototype frees watched, which
+	 * its samples' frame cache relies on (bpf/sampler.bpf.c). */
+	static const char *const names[SMP_PROBES] = { "proto_free", "vm_close",    "trace_stop",
+						       "trace_free", "trace_flush", "vm_open" };
 	struct bpf_program *progs[SMP_PROBES] = {
-		s->skel->progs.nupp_smp_vm_open,    s->skel->progs.nupp_smp_vm_close,
+		s->skel->progs.nupp_smp_proto_free, s->skel->progs.nupp_smp_vm_close,
 		s->skel->progs.nupp_smp_trace_stop, s->skel->progs.nupp_smp_trace_free,
-		s->skel->progs.nupp_smp_trace_flush,
+		s->skel->progs.nupp_smp_trace_flush, s->skel->progs.nupp_smp_vm_open,
 	};
 	struct smp_attach *a;
 	int i, e;
@@ -324,7 +326,12 @@ int nupp_sampler_add_pid(struct nupp_sampler *s, pid_t pid)
 				break;
 		if (j == (int)p.nvm && p.nvm < NUPP_SMP_MAX_VMS)
 			p.g[p.nvm++] = vms[i].g;
+		/* The frame cache needs this VM's prototype frees watched: its binary's probes. */
+		if (j < NUPP_SMP_MAX_VMS && !e && strcmp(vms[i].path, vms[0].path) == 0)
+			p.fc_ok[j] = 1;
 	}
+	/* Entries cached for an earlier process with this PID die. */
+	__atomic_fetch_add(&s->skel->data->fc_epoch, 1, __ATOMIC_SEQ_CST);
 	if (bpf_map_update_elem(fd, &key, &p, BPF_ANY))
 		return nupp_fail(-errno, "cannot update the VMs of PID %d: %s", (int)pid, strerror(errno));
 	t->lo = p.lo;

@@ -86,6 +86,9 @@ struct nupp_smp_proc {
 	__u32 nvm;      /* slots of g[] used (0: no VM known yet); a closed VM leaves 0 */
 	__u32 layout_ok;
 	__u64 g[NUPP_SMP_MAX_VMS];
+	/* 1 when luajit:proto_free of the VM's LuaJIT is attached for this process, so the
+	 * walker's frame cache may be used for its samples (include/nupp/walk.h). */
+	__u8 fc_ok[NUPP_SMP_MAX_VMS];
 	__u64 zone_addr[NUPP_SMP_MAX_VMS]; /* address of the VM's u32 zone id, 0 = none */
 	struct nupp_lj_layout lo;
 };

@@ -44,6 +44,27 @@
 #define NUPP_WALK_PAGE 4096  /* a code read stays in the page of the CALL instruction */
 #define NUPP_WALK_MEMO 8     /* per-walk memo entries per kind (power of two) */
 
+/* The frame cache: what a Lua frame emits and where the frame below it lies, kept across
+ * walks (per CPU in BPF), so a frame met before costs no read of target memory. An entry
+ * is keyed by the frame's GCfunc, its PC and its link, and only filled when the PC was
+ * validated inside the function's prototype. Everything the entry holds (the prototype's
+ * identity, sizebc, firstline, chunk name, and the CALL instruction before the link, in
+ * the caller's bytecode) is immutable while those prototypes live, and a genuine frame
+ * matching the key is a closure of the same prototype: a GCfunc freed and reused for a
+ * closure of another live prototype runs with a PC inside that other prototype. So an
+ * entry is right until a prototype is freed: the includer's tag (fc_tag, 0 = no cache)
+ * names the process and the count of prototype frees (luajit:proto_free) and VM
+ * lifetime events, and an entry with another tag is never used. */
+#ifndef NUPP_WALK_FC
+#define NUPP_WALK_FC 256 /* entries, direct-mapped (power of two) */
+#endif
+/* Entry i of the cache (i < NUPP_WALK_FC), or 0: the includer may keep the cache out of
+ * struct nupp_walk (BPF: a per-CPU array map, larger than a map value may be). */
+#ifndef NUPP_WALK_FC_ENTRY
+#define NUPP_WALK_FC_IN_STATE 1
+#define NUPP_WALK_FC_ENTRY(w, i) (&(w)->fc[(i) & (NUPP_WALK_FC - 1)])
+#endif
+
 /* Iterations of the walk: frames, plus vararg pseudo-frames, dummy frames, separators. */
 #define NUPP_WALK_MAX_ITER (2 * NUPP_SMP_MAX_DEPTH + 8)
 
@@ -79,6 +100,17 @@ struct nupp_walk_ins {
 	__u32 pad;
 };
 
+/* A frame cache entry (64 bytes). */
+struct nupp_walk_fc {
+	__u64 fn, pc, link; /* key: GCfunc, its PC (inside its prototype), its link */
+	__u64 tag;          /* fc_tag of the walk that filled it (0: empty) */
+	__u64 proto, chunk; /* the frame record: GCproto*, chunk name */
+	__u32 sizebc;
+	__s32 firstline;
+	__s32 pos;
+	__u32 ins; /* the CALL instruction before a Lua link (frame_prevl), else 0 */
+};
+
 /* The walker's state; the stack it fills is the stacks map value. */
 struct nupp_walk {
 	__u64 g, L;        /* global_State, the lua_State being walked */
@@ -104,6 +136,8 @@ struct nupp_walk {
 	__u64 rep_fn, rep_link; /* last Lua frame met through a Lua link whose PC was that link */
 	__u64 rep_gcv;        /* the layout's gcvmask (nupp_walk_repeat has no layout) */
 	__u64 rep_delta;      /* ... and the distance to the frame below it (0: none) */
+	__u64 fc_tag;         /* frame cache tag set by the includer (0: cache off) */
+	__u32 fc_hits, fc_fills; /* frames taken from / stored in the cache in this walk */
 	unsigned char gbuf[512 + 128]; /* [main lua_State +] global_State fields read at start */
 	unsigned char Lbuf[128 + 8];  /* lua_State (NUPP_WALK_L_READ bytes) */
 	unsigned char fnbuf[64 + 8];  /* the current GCfunc (NUPP_WALK_FN_READ bytes) */
@@ -113,6 +147,9 @@ struct nupp_walk {
 	struct nupp_walk_fn fns[NUPP_WALK_MEMO];     /* functions met in this walk */
 	struct nupp_walk_ins insns[NUPP_WALK_MEMO];  /* CALL instructions met in this walk */
 	struct nupp_smp_stack st;
+#ifdef NUPP_WALK_FC_IN_STATE
+	struct nupp_walk_fc fc[NUPP_WALK_FC]; /* the frame cache (kept across walks) */
+#endif
 };
 
 /* Lowest and one-past-highest byte of the global_State fields read at start. */
@@ -236,6 +273,16 @@ NUPP_WALK_INLINE int nupp_walk_pc_in(__u64 pc, __u64 bc, __u32 sizebc)
 }
 
 /* -- Reads shared within one walk --------------------------------------------- */
+
+/* Frame cache slot of a (GCfunc, PC, link) key. */
+NUPP_WALK_INLINE __u32 nupp_walk_fc_slot(__u64 fn, __u64 pc, __u64 link)
+{
+	__u64 h = (fn * 0xff51afd7ed558ccdull) ^ (pc * 0x9e3779b97f4a7c15ull) ^ (link * 0xc2b2ae3d27d4eb4full);
+
+	h ^= h >> 31;
+	h *= 0xff51afd7ed558ccdull;
+	return (__u32)(h >> 48) & (NUPP_WALK_FC - 1);
+}
 
 /* Memo slot of an address (objects are 8-byte aligned). */
 NUPP_WALK_INLINE __u32 nupp_walk_slot(__u64 a)
@@ -477,13 +524,14 @@ NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
  * below. Returns 1 when the walk is over (w->result says why), 0 to continue. */
 NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_layout *lo)
 {
-	__u64 frame, link = 0, fn, bc = 0, pc = 0, next, hdr[2];
+	__u64 frame, link = 0, fn, bc = 0, pc = 0, next, hdr[2], cand = 0;
 	__u64 gg = w->g + (__s64)lo->gg_g2l, tvsz = lo->tv_size;
 	__u32 sizebc = 0, ins = 0, t;
 	__s32 pos = -1;
 	__u8 ffid = 0, skip, lt;
-	int first, e;
+	int first, e, hit = 0;
 	struct nupp_walk_fn *f = 0;
+	struct nupp_walk_fc *c = 0;
 
 	if (w->rep_delta && nupp_walk_repeat(w))
 		return 0;
@@ -504,6 +552,23 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	lt = (link & lo->frame_type) == lo->frame_lua ? (__u8)lo->frame_lua : (__u8)(link & lo->frame_typep);
 	if (fn == w->L)
 		goto step; /* dummy frame (lj_debug.c:30-31) */
+	/* The PC a Lua frame would take from its caller's link or, for the leaf, from the
+	 * first candidate: a cache hit means it lies inside the function's prototype, so the
+	 * reads below would choose it too. */
+	cand = first ? w->leaf_pc[0] : w->pc_above;
+	if (w->fc_tag && !skip && cand) {
+		c = NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, cand, link));
+		if (c && c->tag == w->fc_tag && c->fn == fn && c->pc == cand && c->link == link) {
+			if (nupp_walk_emit(w, NUPP_SMP_LUA, c->proto, c->chunk, c->firstline, c->sizebc, c->pos,
+					   lt))
+				return 1;
+			pc = cand;
+			ins = c->ins;
+			hit = 1;
+			w->fc_hits++;
+			goto step;
+		}
+	}
 	e = nupp_walk_func(w, lo, fn, &f);
 	if (e == 1)
 		NUPP_WALK_GOTO(window); /* unreadable or not a function */
@@ -577,11 +642,11 @@ step:
 	if ((link & lo->frame_type) == lo->frame_lua) {
 		/* frame_prevl: below by 1 + LJ_FR2 + A of the CALL before the return PC
 		 * (lj_frame.h:108). */
-		if (nupp_walk_call_ins(w, lo, link, &ins))
+		if (!hit && nupp_walk_call_ins(w, lo, link, &ins))
 			NUPP_WALK_GOTO(fault);
 		next = frame - tvsz * (1 + lo->fr2 + ((ins >> lo->bc_a_shift) & 0xff));
 		/* A Lua frame emitted with the PC given by this same link: repeatable. */
-		if (f && ffid == lo->ff_lua && !skip && !first && pc && pc == link) {
+		if ((hit || (f && ffid == lo->ff_lua)) && !skip && !first && pc && pc == link) {
 			w->rep_fn = fn;
 			w->rep_gcv = lo->gcvmask;
 			w->rep_link = link;
@@ -603,6 +668,24 @@ step:
 	}
 	if (next >= frame || (next & 7))
 		NUPP_WALK_GOTO(bad); /* links only go down the stack: a cycle or garbage */
+	if (!hit && w->fc_tag && f && ffid == lo->ff_lua && !skip && pc && pc == cand) {
+		/* A Lua frame whose PC was validated inside its prototype: keep it. */
+		c = NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, pc, link));
+		if (!c)
+			goto filled;
+		c->tag = w->fc_tag;
+		c->fn = fn;
+		c->pc = pc;
+		c->link = link;
+		c->proto = bc - lo->pt_size;
+		c->chunk = f->chunk;
+		c->sizebc = sizebc;
+		c->firstline = f->firstline;
+		c->pos = pos;
+		c->ins = (link & lo->frame_type) == lo->frame_lua ? ins : 0;
+		w->fc_fills++;
+	}
+filled:
 	w->frame = next;
 	w->iter++;
 	return 0;
@@ -650,6 +733,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->coro = 0;
 	w->why = 0;
 	w->strict = 0;
+	w->fc_hits = w->fc_fills = 0;
 	w->result = NUPP_WALK_RUN;
 	w->pc_above = 0;
 	w->leaf_pc[0] = w->leaf_pc[1] = 0;

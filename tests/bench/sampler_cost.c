@@ -46,6 +46,14 @@ static __u64 cost_percpu_sum(int fd, __u32 key, int ncpu)
 	return sum;
 }
 
+/* Attaches the sampler's luajit:proto_free program, when the build has one. */
+static struct bpf_link *cost_attach_proto_free(struct bpf_object *obj, pid_t pid, const char *bin)
+{
+	struct bpf_program *prog = bpf_object__find_program_by_name(obj, "nupp_smp_proto_free");
+
+	return prog ? bpf_program__attach_usdt(prog, pid, bin, "luajit", "proto_free", NULL) : NULL;
+}
+
 /* usage: sampler_cost [-F HZ] [-e DEPTH] CMD [ARGS...]; prints one "key=value ..." line
  * on stdout: samples stacked, lost (by reason), samples whose stack has DEPTH frames,
  * and run_time_ns / run_cnt of the sampling program over the target's samples only. */
@@ -55,11 +63,11 @@ int main(int argc, char **argv)
 	struct nupp_smp_stack *st = malloc(sizeof(*st));
 	struct perf_event_attr a = { .size = sizeof(a), .type = PERF_TYPE_SOFTWARE,
 				     .config = PERF_COUNT_SW_CPU_CLOCK, .freq = 1 };
-	struct bpf_link *vm_link = NULL, *plink = NULL;
+	struct bpf_link *vm_link = NULL, *plink = NULL, *pf_link = NULL;
 	struct sampler_bpf *skel = NULL;
 #ifdef COST_BASE
 	struct base_bpf *bskel = NULL;
-	struct bpf_link *bvm_link = NULL, *bplink = NULL;
+	struct bpf_link *bvm_link = NULL, *bplink = NULL, *bpf_link_pf = NULL;
 	struct bpf_prog_info binfo;
 	int bpfd = -1;
 #endif
@@ -116,6 +124,8 @@ int main(int argc, char **argv)
 	memset(&proc, 0, sizeof(proc));
 	if (bpf_map_update_elem(bpf_map__fd(skel->maps.procs), &tgid, &proc, BPF_ANY))
 		goto out;
+	/* Prototype frees first: the frame cache of a VM seen opening relies on them. */
+	pf_link = cost_attach_proto_free(skel->obj, pid, bin);
 	vm_link = bpf_program__attach_usdt(skel->progs.nupp_smp_vm_open, pid, bin, "luajit", "vm_open", NULL);
 	if (!vm_link) {
 		fprintf(stderr, "Error: cannot attach to luajit:vm_open in %s: %s\n", bin, strerror(errno));
@@ -127,6 +137,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "Error: cannot load the base sampler: %s\n", strerror(errno));
 		goto out;
 	}
+	bpf_link_pf = cost_attach_proto_free(bskel->obj, pid, bin);
 	bvm_link = bpf_program__attach_usdt(bskel->progs.nupp_smp_vm_open, pid, bin, "luajit", "vm_open", NULL);
 	if (!bvm_link) {
 		fprintf(stderr, "Error: cannot attach the base sampler to luajit:vm_open: %s\n", strerror(errno));
@@ -208,6 +219,18 @@ int main(int argc, char **argv)
 	       (unsigned long long)lost[1], (unsigned long long)lost[2], (unsigned long long)lost[3],
 	       (unsigned long long)lost[4], (unsigned long long)info.run_cnt, (unsigned long long)info.run_time_ns,
 	       info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0.0);
+	{
+		/* A diagnosis build (-DNUPP_SMP_TIMING) also times the sections of a sample. */
+		int tfd = bpf_object__find_map_fd_by_name(skel->obj, "timing");
+
+		if (tfd >= 0 && info.run_cnt) {
+			printf("sections_ns_per_run=");
+			for (i = 0; i < 12; i++)
+				printf("%s%.0f", i ? "," : "",
+				       (double)cost_percpu_sum(tfd, (__u32)i, ncpu) / info.run_cnt);
+			printf("\n");
+		}
+	}
 #ifdef COST_BASE
 	memset(&binfo, 0, sizeof(binfo));
 	info_len = sizeof(binfo);
@@ -230,12 +253,14 @@ out:
 	if (bpfd >= 0)
 		close(bpfd);
 	bpf_link__destroy(bvm_link);
+	bpf_link__destroy(bpf_link_pf);
 	base_bpf__destroy(bskel);
 #endif
 	bpf_link__destroy(plink);
 	if (pfd >= 0)
 		close(pfd);
 	bpf_link__destroy(vm_link);
+	bpf_link__destroy(pf_link);
 	sampler_bpf__destroy(skel);
 	close(stats_fd);
 	free(st);

@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "nupp/lj_layout.h"
 
@@ -116,8 +117,14 @@ static __u64 callee(__u64 b) { return b + 8 * (3 + 2); }
 /* Fresh VM state: g, main thread, stack bottom, interpreter range. */
 static void setup(void)
 {
-	if (!arena)
-		arena = aligned_alloc(4096, ARENA_SIZE);
+	/* At a fixed address when free, so frame cache slots (hashes of addresses) are the
+	 * same in every run. */
+	if (!arena) {
+		void *p = mmap((void *)0x200000000000ull, ARENA_SIZE, PROT_READ | PROT_WRITE,
+			       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+
+		arena = p == MAP_FAILED ? aligned_alloc(4096, ARENA_SIZE) : p;
+	}
 	memset(arena, 0, ARENA_SIZE);
 	g = A(0x1000) - (__s64)lo->gg_g2l; /* GG_State (main lua_State first) at 0x1000 */
 	mainL = g + (__s64)lo->gg_g2l;
@@ -715,6 +722,180 @@ START_TEST(walk_memo_and_windows_do_not_outlive_a_walk)
 }
 END_TEST
 
+/* Frame cache keys (function, PC, link) of the Lua frames of a chain, main first. */
+static __u64 key_fn[64], key_pc[64], key_link[64];
+static __u32 nkeys;
+
+/* A chain main -> f[0] -> ... -> f[n-1] -> leaf of distinct prototypes (each calls the
+ * next at pos 5 + i % 7), with a C function between f[c-1] and f[c] when c > 0 (f[c] then
+ * called by lua_call: C link, no position). Returns the leaf's base; the keys of its Lua
+ * frames for a leaf PC leaf_pc are in key_*. */
+static __u64 distinct_chain(__u32 n, __u32 c, __u64 fns[], __u64 pts[], __u64 leaf, __u64 leaf_pc)
+{
+	__u64 base = stack0 + 32, link, fm = new_lua_fn(20, 1, NULL), lk = 0x18 | lo->frame_cp;
+	__u32 i;
+
+	frame(base, fm, lk);
+	link = ret_pc(fm, 4);
+	nkeys = 0;
+	key_fn[nkeys] = fm, key_pc[nkeys] = link, key_link[nkeys++] = lk;
+	for (i = 0; i < n; i++) {
+		fns[i] = new_lua_fn(30 + i, 200 + 10 * (__s32)i, &pts[i]);
+		if (i == c && c > 0) {
+			base = callee(base);
+			frame(base, new_c_fn(lo->ff_c, 0x402000), link);
+			link = 0x28 | lo->frame_c; /* 5 slots down to the C function's frame */
+		}
+		base = callee(base);
+		frame(base, fns[i], link);
+		lk = link;
+		link = ret_pc(fns[i], 5 + i % 7);
+		key_fn[nkeys] = fns[i], key_pc[nkeys] = link, key_link[nkeys++] = lk;
+	}
+	base = callee(base);
+	frame(base, leaf, link);
+	key_fn[nkeys] = leaf, key_pc[nkeys] = leaf_pc, key_link[nkeys++] = link;
+	return base;
+}
+
+/* The hits a direct-mapped cache of NUPP_WALK_FC slots should give on a walk of the
+ * chain's keys (leaf first, main last) after a walk that filled them: a model of the
+ * cache, for slot collisions (a miss refills its slot, which may evict a later key). */
+static __u32 hits_expected(void)
+{
+	static int slot_key[NUPP_WALK_FC];
+	__u32 i, hits = 0, pass, sl;
+
+	for (i = 0; i < NUPP_WALK_FC; i++)
+		slot_key[i] = -1;
+	for (pass = 0; pass < 2; pass++)
+		for (i = nkeys; i-- > 0;) {
+			sl = nupp_walk_fc_slot(key_fn[i], key_pc[i], key_link[i]);
+			if (slot_key[sl] == (int)i)
+				hits += pass;
+			slot_key[sl] = (int)i;
+		}
+	return hits;
+}
+
+/* The stack of the last walk, for comparisons. */
+static struct nupp_smp_stack saved;
+
+START_TEST(walk_frame_cache_gives_the_same_stacks_with_fewer_reads)
+{
+	__u64 fns[40], pts[40], pt_leaf, leaf, b, hash;
+	int reads_off;
+	__u32 i;
+
+	setup();
+	leaf = new_lua_fn(30, 20, &pt_leaf);
+	b = distinct_chain(40, 17, fns, pts, leaf, ret_pc(leaf, 11));
+	ck_assert_uint_eq(nkeys, 42);
+	{
+		struct nupp_walk_regs r = regs_interp(b, ret_pc(leaf, 11));
+
+		/* without the cache: the reference stack */
+		w.fc_tag = 0;
+		reads = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		reads_off = reads;
+		hash = w.hash;
+		saved = w.st;
+		ck_assert_uint_eq(w.st.depth, 43); /* leaf, 40 Lua, C, main */
+		ck_assert_uint_eq(w.fc_hits + w.fc_fills, 0);
+
+		/* the first walk with the cache fills it: every Lua frame with a validated
+		 * PC (the leaf, f[0..39], main; not the C function) */
+		w.fc_tag = (7ull << 22) | 1234;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.fc_hits, 0);
+		ck_assert_uint_eq(w.fc_fills, 42);
+		ck_assert_uint_eq(w.hash, hash);
+		ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+
+		/* the next walk takes them from the cache: the same stack, byte for byte;
+		 * only the VM state, the stack window, the C function, the call site before
+		 * its link, and the frames whose slot another key took are read */
+		reads = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.fc_hits, hits_expected()); /* 42 but for slot collisions */
+		ck_assert_uint_ge(w.fc_hits, 30);
+		ck_assert_uint_eq(w.fc_fills, 42 - w.fc_hits); /* ... which it fills again */
+		ck_assert_uint_eq(w.hash, hash);
+		ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+		ck_assert_int_le(reads, 4 + 3 * (42 - (int)w.fc_hits)); /* a GCfunc, GCproto, call site per miss */
+		ck_assert_int_lt(2 * reads, reads_off);
+		ck_assert_int_gt(reads_off, 40);
+
+		/* another tag (a prototype was freed, or another process): nothing is hit */
+		w.fc_tag = (8ull << 22) | 1234;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.fc_hits, 0);
+		ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+
+		/* a leaf at another PC: its frame is read again, the callers are hit */
+		r = regs_interp(b, ret_pc(leaf, 12));
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_ge(w.fc_hits, 30);
+		ck_assert_int_eq(w.st.frames[0].pos, 12);
+		for (i = 1; i < 43; i++)
+			ck_assert_mem_eq(&w.st.frames[i], &saved.frames[i], sizeof(saved.frames[i]));
+	}
+	w.fc_tag = 0;
+}
+END_TEST
+
+START_TEST(walk_frame_cache_follows_prototypes_freed_and_frames_changed)
+{
+	__u64 fns[8], pts[8], pt_leaf, leaf, b, pt_new, chunk2;
+
+	setup();
+	leaf = new_lua_fn(30, 20, &pt_leaf);
+	b = distinct_chain(8, 0, fns, pts, leaf, ret_pc(leaf, 11));
+	{
+		struct nupp_walk_regs r = regs_interp(b, ret_pc(leaf, 11));
+
+		w.fc_tag = (100ull << 22) | 1;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.fc_hits, hits_expected()); /* leaf, f[0..7], main */
+
+		/* f[3]'s prototype is freed and its memory holds another prototype (another
+		 * chunk, first line, size) run by the same closure: luajit:proto_free bumped
+		 * the epoch, so the tag differs and the new facts are read */
+		pt_new = pts[3];
+		chunk2 = new_str("@other.lua");
+		put64(pt_new + lo->pt_chunkname, chunk2);
+		put32(pt_new + lo->pt_firstline, 900);
+		put32(pt_new + lo->pt_sizebc, 33);
+		w.fc_tag = (101ull << 22) | 1;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.fc_hits, 0);
+		ck_assert_uint_eq(w.st.frames[5].ptr, pt_new);
+		ck_assert_uint_eq(w.st.frames[5].chunkname, chunk2);
+		ck_assert_int_eq(w.st.frames[5].firstline, 900);
+		ck_assert_uint_eq(w.st.frames[5].sizebc, 33);
+
+		/* a frame header changed between samples (f[5] now called from C by
+		 * lua_call): the key (function, PC, link) differs, so the frame is read and the
+		 * walk follows the new link; the frames above and below are still hit */
+		put64(b - 3 * 40 - 8, 0x28 | lo->frame_c); /* f[5]'s link: its base is b - 120 */
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.depth, 10);
+		ck_assert_uint_eq(w.st.frames[3].ptr, pts[5]);
+		ck_assert_uint_eq(w.st.frames[3].link, lo->frame_c);
+		ck_assert_int_eq(w.st.frames[3].pos, 10); /* it called f[6] at 5 + 5 */
+		ck_assert_uint_eq(w.st.frames[4].ptr, pts[4]);
+		ck_assert_int_eq(w.st.frames[4].pos, -1); /* the C caller: no position */
+		ck_assert_uint_eq(w.st.frames[5].ptr, pts[3]);
+		ck_assert_int_eq(w.st.frames[5].firstline, 900);
+		ck_assert_uint_eq(w.fc_hits, 8);  /* leaf, f[7], f[6], f[3..0], main */
+		ck_assert_uint_eq(w.fc_fills, 1); /* f[5] under its new link; f[4] has no PC */
+	}
+	w.fc_tag = 0;
+}
+END_TEST
+
 /* Runs the suite. */
 int main(void)
 {
@@ -738,6 +919,8 @@ int main(void)
 	tcase_add_test(tc, walk_vm_call_entry_and_returned_function_value);
 	tcase_add_test(tc, walk_deep_recursion_reads_each_thing_once);
 	tcase_add_test(tc, walk_memo_and_windows_do_not_outlive_a_walk);
+	tcase_add_test(tc, walk_frame_cache_gives_the_same_stacks_with_fewer_reads);
+	tcase_add_test(tc, walk_frame_cache_follows_prototypes_freed_and_frames_changed);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
