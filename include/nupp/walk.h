@@ -520,6 +520,83 @@ NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
 	return k;
 }
 
+/* Frame cache hits in a row: Lua frames below a Lua link whose entry is cached, linked
+ * by a Lua, C or pcall link (a continuation or vararg link goes through the full step),
+ * emitted from the stack window with the walk's state in registers. Emits exactly what
+ * nupp_walk_step would on those hits; returns how many frames it took (0: none). */
+NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_lj_layout *lo)
+{
+	__u64 frame = w->frame, bot = w->bot, wlo = w->win_lo, whi = w->win_hi, pca = w->pc_above, h = w->hash;
+	__u64 tag = w->fc_tag, gcv = lo->gcvmask, L = w->L, hdr[2], fn, link, next, rep = 0;
+	__u32 d = w->st.depth, maxd = w->max_depth, k, di, t, flua = lo->frame_lua, ash = lo->bc_a_shift & 31;
+	struct nupp_walk_fc *c;
+	struct nupp_smp_frame rec;
+
+	if (!tag || !pca || w->skip || !w->iter || w->result != NUPP_WALK_RUN)
+		return 0;
+	for (k = 0; k < NUPP_WALK_REPEAT; k++) {
+		if (!pca || frame <= bot || frame - 8 < wlo || frame + 8 > whi)
+			break;
+		__builtin_memcpy(hdr, w->win + ((frame - 8 - wlo) & (NUPP_WALK_WIN - 1)), 16);
+		fn = hdr[0] & gcv;
+		link = hdr[1];
+		if (fn == L)
+			break; /* a dummy frame */
+		t = (link & lo->frame_type) == flua ? flua : (__u32)(link & lo->frame_typep);
+		if (t == lo->frame_cont || t == lo->frame_varg)
+			break;
+		c = NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, pca, link));
+		if (!c || c->tag != tag || c->fn != fn || c->pc != pca || c->link != link)
+			break;
+		if (t == flua)
+			next = frame - 8 * (2 + ((c->ins >> ash) & 0xff)); /* tv_size 8, LJ_FR2 */
+		else
+			next = frame - (link & ~(__u64)lo->frame_typep);
+		if (next >= frame || (next & 7))
+			break; /* the full step says why */
+		if (d >= maxd || d >= NUPP_SMP_MAX_DEPTH) {
+			w->result = NUPP_WALK_TRUNCATED;
+			break;
+		}
+		rec.ptr = c->proto;
+		rec.chunkname = c->chunk;
+		rec.firstline = c->firstline;
+		rec.sizebc = c->sizebc;
+		rec.pos = c->pos;
+		rec.kind = NUPP_SMP_LUA;
+		rec.link = (__u8)t;
+		rec.pad = 0;
+		di = d;
+		__asm__ volatile("" : "+r"(di)); /* keep the mask the verifier needs */
+		w->st.frames[di & (NUPP_SMP_MAX_DEPTH - 1)] = rec;
+		h = nupp_walk_mix_frame(h, &rec);
+		d++;
+		pca = t == flua ? link : 0;
+		if (t == flua && c->pc == link) {
+			/* Recursion (its PC is its own link): nupp_walk_repeat, without lookups. */
+			rep = frame - next;
+			w->rep_fn = fn;
+			w->rep_link = link;
+			w->rep_gcv = gcv;
+		}
+		frame = next;
+		if (rep) {
+			k++;
+			break;
+		}
+	}
+	if (k) {
+		w->frame = frame;
+		w->hash = h;
+		w->st.depth = d;
+		w->pc_above = pca;
+		w->iter += k;
+		w->fc_hits += k;
+		w->rep_delta = rep;
+	}
+	return k;
+}
+
 /* One step of the bounded walk (§4.5): emits the current frame and moves to the one
  * below. Returns 1 when the walk is over (w->result says why), 0 to continue. */
 NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_layout *lo)
@@ -534,6 +611,8 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	struct nupp_walk_fc *c = 0;
 
 	if (w->rep_delta && nupp_walk_repeat(w))
+		return 0;
+	if (nupp_walk_cached(w, lo))
 		return 0;
 	frame = w->frame;
 	skip = w->skip;

@@ -896,6 +896,37 @@ START_TEST(walk_frame_cache_follows_prototypes_freed_and_frames_changed)
 }
 END_TEST
 
+START_TEST(walk_frame_cache_and_recursion_give_the_same_stack)
+{
+	__u64 fm, rec, pt_rec, pt_leaf, leaf, b, hash;
+	int pass;
+
+	setup();
+	leaf = new_lua_fn(30, 20, &pt_leaf);
+	b = recursion(60, &fm, &rec, &pt_rec, leaf);
+	{
+		struct nupp_walk_regs r = regs_interp(b, ret_pc(leaf, 11));
+
+		w.fc_tag = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		hash = w.hash;
+		saved = w.st;
+		/* filled, then hit: cached frames hand the recursion over to the repeat path */
+		w.fc_tag = (300ull << 22) | 5;
+		for (pass = 0; pass < 2; pass++) {
+			reads = 0;
+			ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+			check_recursion(60, pt_leaf, pt_rec);
+			ck_assert_uint_eq(w.hash, hash);
+			ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+		}
+		ck_assert_uint_gt(w.fc_hits, 0);
+		ck_assert_int_le(reads, 4); /* VM state and stack windows only */
+	}
+	w.fc_tag = 0;
+}
+END_TEST
+
 /* Runs the suite. */
 int main(void)
 {
@@ -921,6 +952,7 @@ int main(void)
 	tcase_add_test(tc, walk_memo_and_windows_do_not_outlive_a_walk);
 	tcase_add_test(tc, walk_frame_cache_gives_the_same_stacks_with_fewer_reads);
 	tcase_add_test(tc, walk_frame_cache_follows_prototypes_freed_and_frames_changed);
+	tcase_add_test(tc, walk_frame_cache_and_recursion_give_the_same_stack);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
