@@ -219,18 +219,6 @@ int main(int argc, char **argv)
 	       (unsigned long long)lost[1], (unsigned long long)lost[2], (unsigned long long)lost[3],
 	       (unsigned long long)lost[4], (unsigned long long)info.run_cnt, (unsigned long long)info.run_time_ns,
 	       info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0.0);
-	{
-		/* A diagnosis build (-DNUPP_SMP_TIMING) also times the sections of a sample. */
-		int tfd = bpf_object__find_map_fd_by_name(skel->obj, "timing");
-
-		if (tfd >= 0 && info.run_cnt) {
-			printf("sections_ns_per_run=");
-			for (i = 0; i < 12; i++)
-				printf("%s%.0f", i ? "," : "",
-				       (double)cost_percpu_sum(tfd, (__u32)i, ncpu) / info.run_cnt);
-			printf("\n");
-		}
-	}
 #ifdef COST_BASE
 	memset(&binfo, 0, sizeof(binfo));
 	info_len = sizeof(binfo);
