@@ -3,7 +3,7 @@
 -- aborts at the same start until blacklisted (trace_abort, trace_blacklist), jit.flush
 -- (trace_flush), a full GC of the flushed traces (trace_free), lua_close at exit
 -- (vm_close); vm_open fired before the first line ran; a chunk loaded and dropped is
--- collected (proto_free).
+-- collected (proto_new when it is compiled, proto_free when it is collected).
 local n = 0
 for i = 1, 1000 do n = n + i end
 
