@@ -87,10 +87,25 @@ struct {
 	__type(value, __u64);
 } lost SEC(".maps");
 
+/* Lifetime events; prototype frees carry up to 16 KB each, and a module's prototypes die
+ * together. */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 256 * 1024);
+	__uint(max_entries, 4 * 1024 * 1024);
 } events SEC(".maps");
+
+/* Per-CPU scratch of a prototype event: header and data, sent with its real size. */
+struct smp_proto_buf {
+	struct nupp_smp_proto_event h;
+	__u8 data[NUPP_SMP_PT_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct smp_proto_buf);
+} proto_buf SEC(".maps");
 
 /* Samples lost in the walk, by (mode, walker source line): for diagnosis. */
 struct {
@@ -184,6 +199,7 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 	struct nupp_smp_count_key key = {};
 	struct nupp_smp_count *c, init = {};
 	__s32 vmstate = 0;
+	__u64 pgen;
 	__u32 attempt, how = NUPP_WALK_BASE_AUTO;
 	__u8 fc_ok;
 	int err;
@@ -207,6 +223,8 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 	r.r14 = ur->r14;
 	if (!p->layout_ok)
 		return smp_lose(NUPP_SMP_LOST_NO_VM);
+	/* Frees happen on the VM's own thread, never during this sample of it. */
+	pgen = p->pgen;
 	vi = smp_pick_vm(p, r.r14, tid, &g);
 	if (vi >= NUPP_SMP_MAX_VMS)
 		return smp_lose(NUPP_SMP_LOST_NO_VM);
@@ -253,7 +271,9 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 		return smp_lose(NUPP_SMP_LOST_READ_FAULT);
 	key.tgid = tgid;
 	key.zone = zone;
-	key.stack = s->w.hash;
+	/* Incarnations of a prototype at one address are counted apart. */
+	s->w.st.pgen = pgen;
+	key.stack = nupp_walk_mix(s->w.hash, pgen);
 	state = nupp_walk_state(&s->lo, vmstate);
 	/* A counted stack was stored before its count was created: one lookup in the
 	 * common case. A new one is stored first (looked up before: an update of an
@@ -356,15 +376,82 @@ int BPF_USDT(nupp_smp_vm_close, __u64 g)
 	return 0;
 }
 
-/* luajit:proto_free(g, pt): a prototype dies; every frame cache entry is dropped (its
- * memory may hold another prototype next). Frees are rare in steady state. */
+/* Fills the prototype event header from pt's fingerprint; 0 or -1. */
+static __always_inline int smp_proto_head(struct smp_proto_buf *b, struct nupp_smp_proc *p, __u32 kind,
+					  __u32 tgid, __u64 g, __u64 pt)
+{
+	b->h.kind = kind;
+	b->h.tgid = tgid;
+	b->h.g = g;
+	b->h.pt = pt;
+	b->h.full = 0;
+	b->h.size = 0;
+	if (bpf_probe_read_user(&b->h.chunkname, 8, (const void *)(pt + p->lo.pt_chunkname)) ||
+	    bpf_probe_read_user(&b->h.firstline, 4, (const void *)(pt + p->lo.pt_firstline)) ||
+	    bpf_probe_read_user(&b->h.sizebc, 4, (const void *)(pt + p->lo.pt_sizebc)))
+		return -1;
+	return 0;
+}
+
+/* luajit:proto_new(g, pt): a prototype is complete and its chunk name alive: its name is
+ * sent now, for the day it dies before userspace has named it. */
+SEC("usdt")
+int BPF_USDT(nupp_smp_proto_new, __u64 g, __u64 pt)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, len = 0, n;
+	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+	struct smp_proto_buf *b = bpf_map_lookup_elem(&proto_buf, &zero);
+
+	if (!p || !b || !p->layout_ok || smp_proto_head(b, p, NUPP_SMP_EV_PROTO_NEW, tgid, g, pt))
+		return 0;
+	b->h.pgen = p->pgen;
+	if (bpf_probe_read_user(&len, 4, (const void *)(b->h.chunkname + p->lo.str_len)))
+		return 0;
+	n = len < NUPP_SMP_CHUNK_MAX ? len : NUPP_SMP_CHUNK_MAX;
+	if (bpf_probe_read_user(b->data, n, (const void *)(b->h.chunkname + p->lo.str_size)))
+		return 0;
+	b->h.full = len;
+	b->h.size = n;
+	/* Lost (ring buffer full): a prototype unknown at birth is named while alive only. */
+	bpf_ringbuf_output(&events, b, sizeof(b->h) + n, 0);
+	return 0;
+}
+
+/* luajit:proto_free(g, pt): a prototype dies. Its generation ends (samples taken before saw
+ * this incarnation); its allocation, intact until after this probe, is sent as it is; and
+ * every frame cache entry is dropped (the memory may hold another prototype next). */
 SEC("usdt")
 int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, sizept = 0, n, i;
+	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+	struct smp_proto_buf *b = bpf_map_lookup_elem(&proto_buf, &zero);
+	__u64 gen, old;
 
-	if (bpf_map_lookup_elem(&procs, &tgid))
-		__sync_fetch_and_add(&fc_epoch, 1);
+	if (!p)
+		return 0;
+	__sync_fetch_and_add(&fc_epoch, 1);
+	gen = __sync_fetch_and_add(&p->pgen, 1) + 1;
+	if (!b || !p->layout_ok)
+		goto lost;
+	if (smp_proto_head(b, p, NUPP_SMP_EV_PROTO_FREE, tgid, g, pt) ||
+	    bpf_probe_read_user(&sizept, 4, (const void *)(pt + p->lo.pt_sizept)))
+		goto lost;
+	b->h.pgen = gen;
+	n = sizept < NUPP_SMP_PT_MAX ? sizept : NUPP_SMP_PT_MAX;
+	if (bpf_probe_read_user(b->data, n, (const void *)pt))
+		goto lost;
+	b->h.full = sizept;
+	b->h.size = n;
+	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, 0) == 0)
+		return 0;
+lost:
+	/* Userspace cannot tell which prototype died at gen: it distrusts older samples. */
+	for (i = 0; i < 4; i++) {
+		old = p->pgen_lost;
+		if (old >= gen || __sync_val_compare_and_swap(&p->pgen_lost, old, gen) == old)
+			break;
+	}
 	return 0;
 }
 

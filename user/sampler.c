@@ -1,6 +1,7 @@
 /* The sampler channel: loads bpf/sampler.bpf.c, opens one CPU-clock event per online
  * CPU, learns target VMs, and turns the kernel's counts into named stack rows. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,7 +23,7 @@ _Static_assert(NUPP_SMP_LOST_NO_VM == NUPP_LOST_NO_VM && NUPP_SMP_LOST_READ_FAUL
 
 #define SMP_MAX_CPUS 1024
 #define SMP_MAX_ATTACH 32
-#define SMP_PROBES 6
+#define SMP_PROBES 7
 
 /* One target process and its per-process name caches. */
 struct smp_target {
@@ -103,17 +104,44 @@ static struct smp_target *smp_target(struct nupp_sampler *s, pid_t pid)
 	return NULL;
 }
 
-/* Ring buffer callback: VM and trace lifetime events. */
+static int smp_target_ready(struct nupp_sampler *s, struct smp_target *t);
+
+/* A prototype born or freed: the symbolizer learns which incarnation a generation saw. */
+static void smp_on_proto(struct nupp_sampler *s, struct smp_target *t, const struct nupp_smp_proto_event *ev,
+			 size_t size)
+{
+	const char *data = (const char *)(ev + 1);
+	int e;
+
+	if (size < sizeof(*ev) || size - sizeof(*ev) < ev->size || smp_target_ready(s, t))
+		return;
+	if (ev->kind == NUPP_SMP_EV_PROTO_NEW)
+		e = nupp_sym_born(t->sym, ev->pt, ev->pgen, ev->chunkname, ev->firstline, ev->sizebc, data, ev->size,
+				  ev->full);
+	else
+		e = nupp_sym_freed(t->sym, ev->pt, ev->pgen, ev->chunkname, ev->firstline, ev->sizebc, data,
+				   ev->size);
+	if (e)
+		nupp_pr(NUPP_WARN, "PID %d: prototype event dropped: %s\n", (int)t->pid, strerror(-e));
+}
+
+/* Ring buffer callback: VM, trace and prototype lifetime events. */
 static int smp_on_event(void *ctx, void *data, size_t size)
 {
 	struct nupp_sampler *s = ctx;
 	const struct nupp_smp_event *ev = data;
 	struct smp_target *t;
 
-	if (size < sizeof(*ev))
+	if (size < sizeof(__u32) * 2)
 		return 0;
 	t = smp_target(s, (pid_t)ev->tgid);
 	if (!t)
+		return 0;
+	if (ev->kind == NUPP_SMP_EV_PROTO_NEW || ev->kind == NUPP_SMP_EV_PROTO_FREE) {
+		smp_on_proto(s, t, data, size);
+		return 0;
+	}
+	if (size < sizeof(*ev))
 		return 0;
 	switch (ev->kind) {
 	case NUPP_SMP_EV_VM_OPEN:
@@ -240,12 +268,13 @@ static int smp_attach_probes(struct nupp_sampler *s, const char *binary, pid_t p
 {
 	/* proto_free before vm_open: a VM seen opening has its prototype frees watched, which
 	 * its samples' frame cache relies on (bpf/sampler.bpf.c). */
-	static const char *const names[SMP_PROBES] = { "proto_free", "vm_close",    "trace_stop",
+	static const char *const names[SMP_PROBES] = { "proto_free",  "proto_new",   "vm_close", "trace_stop",
 						       "trace_free", "trace_flush", "vm_open" };
 	struct bpf_program *progs[SMP_PROBES] = {
-		s->skel->progs.nupp_smp_proto_free, s->skel->progs.nupp_smp_vm_close,
-		s->skel->progs.nupp_smp_trace_stop, s->skel->progs.nupp_smp_trace_free,
-		s->skel->progs.nupp_smp_trace_flush, s->skel->progs.nupp_smp_vm_open,
+		s->skel->progs.nupp_smp_proto_free, s->skel->progs.nupp_smp_proto_new,
+		s->skel->progs.nupp_smp_vm_close,   s->skel->progs.nupp_smp_trace_stop,
+		s->skel->progs.nupp_smp_trace_free, s->skel->progs.nupp_smp_trace_flush,
+		s->skel->progs.nupp_smp_vm_open,
 	};
 	struct smp_attach *a;
 	int i, e;
@@ -390,50 +419,132 @@ static int smp_target_ready(struct nupp_sampler *s, struct smp_target *t)
 	return t->sym && t->traces ? 0 : -ENOMEM;
 }
 
-/* Names one counted stack and adds it to out. */
-static int smp_add_row(struct nupp_sampler *s, const struct nupp_smp_count_key *k, const struct nupp_smp_count *c,
-		       const struct nupp_smp_stack *st, struct nupp_sample_set *out)
+/* A counted stack of a drain, named (stack) or lost (lost_reason). */
+struct smp_row {
+	struct nupp_smp_count_key key;
+	struct nupp_smp_count c;
+	struct nupp_smp_stack *st; /* the frames used only */
+	char *stack;
+	int lost_reason;
+};
+
+/* Samples of a count. */
+static __u64 smp_total(const struct nupp_smp_count *c)
 {
-	struct nupp_smp_frame fr[NUPP_SMP_MAX_DEPTH + 32];
-	struct nupp_sample_row row = { 0 };
-	struct smp_target *t = smp_target(s, (pid_t)k->tgid);
-	char *stack = NULL, zone[32];
 	__u64 total = 0;
-	int i, n, e;
+	int i;
 
 	for (i = 0; i < NUPP_SMP_NSTATES; i++)
 		total += c->n[i];
-	if (!t || smp_target_ready(s, t)) {
-		out->lost[NUPP_LOST_SYMBOLIZE] += total;
-		return 0;
-	}
-	n = nupp_traces_expand(t->traces, st, fr, (int)NUPP_ARRAY_SIZE(fr));
+	return total;
+}
+
+/* Names one counted stack (again). */
+static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
+{
+	struct nupp_smp_frame fr[NUPP_SMP_MAX_DEPTH + 32];
+	struct smp_target *t = smp_target(s, (pid_t)r->key.tgid);
+	int n, e;
+
+	free(r->stack);
+	r->stack = NULL;
+	r->lost_reason = NUPP_LOST_SYMBOLIZE;
+	if (!t || smp_target_ready(s, t))
+		return;
+	n = nupp_traces_expand(t->traces, r->st, fr, (int)NUPP_ARRAY_SIZE(fr));
 	if (n > s->opts.depth) {
-		out->lost[NUPP_LOST_TRUNCATED] += total;
-		return 0;
+		r->lost_reason = NUPP_LOST_TRUNCATED;
+		return;
 	}
-	e = n < 0 ? n : nupp_sym_stack(t->sym, fr, n, &stack);
+	e = n < 0 ? n : nupp_sym_stack(t->sym, fr, n, r->st->pgen, &r->stack);
 	if (e) {
-		nupp_pr(NUPP_DEBUG, "PID %u: %llu samples not named (%s): %s trace %u depth %u flags %#x\n", k->tgid,
-			(unsigned long long)total, strerror(-e), n < 0 ? "trace expansion" : "symbolization",
-			st->traceno, st->depth, st->flags);
-		out->lost[NUPP_LOST_SYMBOLIZE] += total;
+		nupp_pr(NUPP_DEBUG, "PID %u: %llu samples not named (%s): %s trace %u depth %u flags %#x gen %llu\n",
+			r->key.tgid, (unsigned long long)smp_total(&r->c), strerror(-e),
+			n < 0 ? "trace expansion" : "symbolization", r->st->traceno, r->st->depth, r->st->flags,
+			(unsigned long long)r->st->pgen);
+		r->stack = NULL;
+		return;
+	}
+	r->lost_reason = -1;
+}
+
+/* Adds a named row to out, or counts its samples lost. */
+static int smp_add_row(struct smp_row *r, struct nupp_sample_set *out)
+{
+	struct nupp_sample_row row = { 0 };
+	char zone[32];
+
+	if (!r->stack) {
+		out->lost[r->lost_reason] += smp_total(&r->c);
 		return 0;
 	}
 	/* No zone module yet: id 0 is the path "", others keep their number. */
-	if (k->zone)
-		snprintf(zone, sizeof(zone), "#%u", k->zone);
+	if (r->key.zone)
+		snprintf(zone, sizeof(zone), "#%u", r->key.zone);
 	else
 		zone[0] = 0;
-	row.count = total;
-	row.compiled = c->n[NUPP_SMP_COMPILED];
-	row.interpreted = c->n[NUPP_SMP_INTERPRETED];
-	row.ccode = c->n[NUPP_SMP_CCODE];
-	row.collecting = c->n[NUPP_SMP_COLLECTING];
-	row.compiling = c->n[NUPP_SMP_COMPILING];
-	e = nupp_sample_set_add(out, zone, stack, &row); /* also counts out->samples */
-	free(stack);
-	return e;
+	row.count = smp_total(&r->c);
+	row.compiled = r->c.n[NUPP_SMP_COMPILED];
+	row.interpreted = r->c.n[NUPP_SMP_INTERPRETED];
+	row.ccode = r->c.n[NUPP_SMP_CCODE];
+	row.collecting = r->c.n[NUPP_SMP_COLLECTING];
+	row.compiling = r->c.n[NUPP_SMP_COMPILING];
+	return nupp_sample_set_add(out, zone, r->stack, &row); /* also counts out->samples */
+}
+
+/* Names the rows of one drain. A name read from the target is proven by the events read
+ * after it (a prototype freed after the events were read was freed after it was read);
+ * while an event read after naming may change a name, the target's rows are named again. */
+static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n)
+{
+	int i, round;
+	size_t j;
+
+	for (i = 0; i < s->ntargets; i++) {
+		struct smp_target *t = &s->targets[i];
+		struct nupp_smp_proc p;
+		__u32 key = (__u32)t->pid;
+
+		if (!smp_target_ready(s, t) &&
+		    !bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.procs), &key, &p) && p.pgen_lost)
+			nupp_sym_lost(t->sym, p.pgen_lost);
+		if (t->sym)
+			nupp_sym_begin(t->sym);
+	}
+	for (j = 0; j < n; j++)
+		smp_name_row(s, &rows[j]);
+	for (round = 0; round < 4; round++) {
+		bool again = false;
+
+		nupp_sampler_poll(s, 0);
+		for (i = 0; i < s->ntargets; i++) {
+			struct smp_target *t = &s->targets[i];
+
+			if (!t->sym || !nupp_sym_suspect(t->sym))
+				continue;
+			again = true;
+			nupp_sym_begin(t->sym);
+			for (j = 0; j < n; j++)
+				if (rows[j].key.tgid == (__u32)t->pid)
+					smp_name_row(s, &rows[j]);
+		}
+		if (!again)
+			return;
+	}
+	/* Still changing: names given in the last round are not proven. */
+	nupp_sampler_poll(s, 0);
+	for (i = 0; i < s->ntargets; i++) {
+		struct smp_target *t = &s->targets[i];
+
+		if (!t->sym || !nupp_sym_suspect(t->sym))
+			continue;
+		for (j = 0; j < n; j++)
+			if (rows[j].key.tgid == (__u32)t->pid) {
+				free(rows[j].stack);
+				rows[j].stack = NULL;
+				rows[j].lost_reason = NUPP_LOST_SYMBOLIZE;
+			}
+	}
 }
 
 /* Reads the BPF counts, names every frame and adds them to out. */
@@ -443,7 +554,8 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	int lfd = bpf_map__fd(s->skel->maps.lost), ncpu = libbpf_num_possible_cpus();
 	struct nupp_smp_count_key key, next, *keys = NULL;
 	struct nupp_smp_stack *st = malloc(sizeof(*st));
-	size_t nkeys = 0, cap = 0, i;
+	struct smp_row *rows = NULL;
+	size_t nkeys = 0, nrows = 0, cap = 0, i;
 	__u64 *vals = NULL;
 	__u32 r;
 	int e = 0, have = 0;
@@ -467,21 +579,36 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		key = next;
 		have = 1;
 	}
+	rows = calloc(nkeys ? nkeys : 1, sizeof(*rows));
+	if (!rows) {
+		e = -ENOMEM;
+		goto out;
+	}
 	for (i = 0; i < nkeys; i++) {
-		struct nupp_smp_count c;
+		struct smp_row *row = &rows[nrows];
+		size_t used;
 
-		if (bpf_map_lookup_and_delete_elem(cfd, &keys[i], &c))
+		if (bpf_map_lookup_and_delete_elem(cfd, &keys[i], &row->c))
 			continue;
 		if (bpf_map_lookup_elem(sfd, &keys[i].stack, st)) {
-			__u64 total = 0;
-			int j;
-
-			for (j = 0; j < NUPP_SMP_NSTATES; j++)
-				total += c.n[j];
-			out->lost[NUPP_LOST_SYMBOLIZE] += total;
+			out->lost[NUPP_LOST_SYMBOLIZE] += smp_total(&row->c);
 			continue;
 		}
-		e = smp_add_row(s, &keys[i], &c, st, out);
+		if (st->depth > NUPP_SMP_MAX_DEPTH)
+			st->depth = NUPP_SMP_MAX_DEPTH;
+		used = offsetof(struct nupp_smp_stack, frames) + st->depth * sizeof(st->frames[0]);
+		row->st = malloc(sizeof(*st));
+		if (!row->st) {
+			e = -ENOMEM;
+			goto out;
+		}
+		memcpy(row->st, st, used);
+		row->key = keys[i];
+		nrows++;
+	}
+	smp_name_rows(s, rows, nrows);
+	for (i = 0; i < nrows; i++) {
+		e = smp_add_row(&rows[i], out);
 		if (e)
 			goto out;
 	}
@@ -542,6 +669,11 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		if (s->targets[i].traces)
 			nupp_traces_purge(s->targets[i].traces);
 out:
+	for (i = 0; rows && i < nrows; i++) {
+		free(rows[i].st);
+		free(rows[i].stack);
+	}
+	free(rows);
 	free(vals);
 	free(keys);
 	free(st);

@@ -22,12 +22,28 @@ struct nupp_sym *nupp_sym_new(pid_t pid, const struct nupp_lj_layout *lo, bool l
 			      void *read_ctx);
 /* Frees it and its caches. */
 void nupp_sym_free(struct nupp_sym *s);
-/* Names frames (innermost first) as "outer;...;inner" in a malloc'ed string; 0 or -errno
- * (-ESTALE: a proto's fingerprint no longer matches its memory). */
-int nupp_sym_stack(struct nupp_sym *s, const struct nupp_smp_frame *f, int n, char **out);
+/* Names frames (innermost first) sampled at prototype generation pgen (struct
+ * nupp_smp_stack) as "outer;...;inner" in a malloc'ed string; 0 or -errno (-ESTALE: a
+ * prototype of the sample was freed before it could be named, or its fingerprint no
+ * longer matches its memory). */
+int nupp_sym_stack(struct nupp_sym *s, const struct nupp_smp_frame *f, int n, __u64 pgen, char **out);
 /* Names one frame given its caller (NULL if none) into buf; 0 or -errno. */
 int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const struct nupp_smp_frame *caller,
-		   char *buf, size_t size);
+		   __u64 pgen, char *buf, size_t size);
+/* Prototype lifetimes (luajit:proto_new and proto_free events, in the order sent), so a
+ * frame is named from the incarnation of its address that its sample saw:
+ * pt was born at generation pgen with chunk name name[len] (cut if len < full). */
+int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
+		  const char *name, __u32 len, __u32 full);
+/* pt died, ending generation pgen; mem[size] is its allocation as it was (cut if short). */
+int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
+		   const void *mem, __u32 size);
+/* The free event of generation pgen was lost: older copies are checked again. */
+void nupp_sym_lost(struct nupp_sym *s, __u64 pgen);
+/* Starts a drain; nupp_sym_suspect: a prototype copied from the target in this drain was
+ * freed since, so the stacks named in it must be named again. */
+void nupp_sym_begin(struct nupp_sym *s);
+bool nupp_sym_suspect(const struct nupp_sym *s);
 /* Module of a chunk name as jit.p prints it: "@a/b/c.lua" -> "c.lua", "=x" -> "x",
  * anything else -> "[string]". */
 void nupp_sym_module(const char *chunk, char *buf, size_t size);

@@ -40,14 +40,25 @@ static const char *const sym_varnames[] = {
 #define SYM_BUCKETS 4096
 #define SYM_STR_MAX 256
 
-/* A prototype copied from the target: the whole allocation (sizept bytes). */
+#define SYM_ALIVE (~0ull)
+
+/* One incarnation of a prototype at an address: the samples of generations [lo, hi) saw
+ * it (hi = SYM_ALIVE while no free is known). Its allocation is copied from the target
+ * while it is alive, or from its luajit:proto_free event; its module from its
+ * luajit:proto_new event, or read while it is alive. */
 struct sym_proto {
 	struct sym_proto *next;
-	__u64 pt, chunk;
+	__u64 pt, lo, hi;
+	__u64 chunk; /* fingerprint: GCstr* of the chunk name, firstline, sizebc */
 	__s32 firstline;
 	__u32 sizebc;
-	unsigned char *mem;
-	__u32 size;
+	bool have_fp;     /* the fingerprint is known */
+	bool have_module; /* module[] is known */
+	bool live_module; /* module[] was read from the target, not sent at birth */
+	bool unusable;    /* its events were lost: it names nothing */
+	__u64 live_drain; /* drain in which mem or module[] was read from the target, 0 never */
+	unsigned char *mem; /* NULL: not copied yet */
+	__u32 size;         /* bytes of mem (the copy of a freed prototype may be cut) */
 	char module[SYM_STR_MAX];
 };
 
@@ -66,6 +77,11 @@ struct nupp_sym {
 	void *read_ctx;
 	struct sym_proto *protos[SYM_BUCKETS];
 	struct sym_cfunc *cfuncs[SYM_BUCKETS];
+	__u64 drain;     /* number of the current drain (nupp_sym_begin) */
+	bool suspect;    /* a copy read in this drain belongs to a prototype freed since */
+	__u64 pgen_lost; /* highest generation whose free event was lost */
+	bool refused;    /* a name needed a string constant of a freed prototype */
+	__u64 failed;    /* drain in which a prototype could not be named, 0 none */
 	struct nupp_map *maps;
 	int nmaps;
 };
@@ -80,6 +96,7 @@ struct nupp_sym *nupp_sym_new(pid_t pid, const struct nupp_lj_layout *lo, bool l
 		return NULL;
 	s->pid = pid;
 	s->lines = lines;
+	s->drain = 1;
 	s->lo = *lo;
 	s->read = read;
 	s->read_ctx = read_ctx;
@@ -154,57 +171,260 @@ void nupp_sym_module(const char *chunk, char *buf, size_t size)
 	}
 }
 
-/* The cached copy of a proto, checked against the sample's fingerprint; NULL and *err. */
-static struct sym_proto *sym_proto(struct nupp_sym *s, const struct nupp_smp_frame *f, int *err)
+/* Sets the module of a chunk name (a bytecode builtin's as lj_debug.c:557-562 does). */
+static void sym_set_module(struct sym_proto *p, const char *chunk)
 {
-	unsigned b = sym_bucket(f->ptr);
-	struct sym_proto *p;
-	__u32 sizept = 0;
-	char chunk[SYM_STR_MAX];
-	const struct nupp_lj_layout *lo = &s->lo;
-
-	for (p = s->protos[b]; p; p = p->next)
-		if (p->pt == f->ptr && p->chunk == f->chunkname && p->firstline == f->firstline &&
-		    p->sizebc == f->sizebc)
-			return p;
-	*err = s->read(s->read_ctx, f->ptr + lo->pt_sizept, &sizept, sizeof(sizept));
-	if (*err)
-		return NULL;
-	if (sizept < lo->pt_size + 4 * f->sizebc || sizept > (64u << 20)) {
-		*err = -ESTALE;
-		return NULL;
-	}
-	p = calloc(1, sizeof(*p));
-	if (!p || !(p->mem = malloc(sizept))) {
-		free(p);
-		*err = -ENOMEM;
-		return NULL;
-	}
-	*err = s->read(s->read_ctx, f->ptr, p->mem, sizept);
-	/* The fingerprint must match the memory now: a freed and reused address is refused. */
-	if (!*err && (*(__u64 *)(p->mem + lo->pt_chunkname) != f->chunkname ||
-		      *(__s32 *)(p->mem + lo->pt_firstline) != f->firstline ||
-		      *(__u32 *)(p->mem + lo->pt_sizebc) != f->sizebc))
-		*err = -ESTALE;
-	if (!*err)
-		*err = sym_read_str(s, f->chunkname, chunk, sizeof(chunk));
-	if (*err) {
-		free(p->mem);
-		free(p);
-		return NULL;
-	}
-	p->pt = f->ptr;
-	p->chunk = f->chunkname;
-	p->firstline = f->firstline;
-	p->sizebc = f->sizebc;
-	p->size = sizept;
-	if (f->firstline == -1) /* bytecode builtin (lj_debug.c:557-562) */
+	if (p->firstline == -1)
 		snprintf(p->module, sizeof(p->module), "[builtin:%.*s]", (int)sizeof(p->module) - 11, chunk);
 	else
 		nupp_sym_module(chunk, p->module, sizeof(p->module));
+	p->have_module = true;
+}
+
+/* A new incarnation record of pt for generations [lo, SYM_ALIVE). */
+static struct sym_proto *sym_proto_add(struct nupp_sym *s, __u64 pt, __u64 lo)
+{
+	unsigned b = sym_bucket(pt);
+	struct sym_proto *p = calloc(1, sizeof(*p));
+
+	if (!p)
+		return NULL;
+	p->pt = pt;
+	p->lo = lo;
+	p->hi = SYM_ALIVE;
 	p->next = s->protos[b];
 	s->protos[b] = p;
 	return p;
+}
+
+/* The incarnation of pt alive now (hi == SYM_ALIVE), or NULL. */
+static struct sym_proto *sym_proto_alive(struct nupp_sym *s, __u64 pt)
+{
+	struct sym_proto *p;
+
+	for (p = s->protos[sym_bucket(pt)]; p; p = p->next)
+		if (p->pt == pt && p->hi == SYM_ALIVE)
+			return p;
+	return NULL;
+}
+
+/* Where the generations of pt's records end: its next incarnation starts there. */
+static __u64 sym_proto_end(struct nupp_sym *s, __u64 pt)
+{
+	struct sym_proto *p;
+	__u64 end = 0;
+
+	for (p = s->protos[sym_bucket(pt)]; p; p = p->next)
+		if (p->pt == pt && p->hi != SYM_ALIVE && p->hi > end)
+			end = p->hi;
+	return end;
+}
+
+/* Whether f's fingerprint is p's. */
+static bool sym_fp_eq(const struct sym_proto *p, const struct nupp_smp_frame *f)
+{
+	return p->chunk == f->chunkname && p->firstline == f->firstline && p->sizebc == f->sizebc;
+}
+
+/* Copies p's allocation from the target (it must be alive), checked against f. */
+static int sym_proto_read(struct nupp_sym *s, struct sym_proto *p, const struct nupp_smp_frame *f)
+{
+	const struct nupp_lj_layout *lo = &s->lo;
+	__u32 sizept = 0;
+	unsigned char *mem;
+	int err;
+
+	err = s->read(s->read_ctx, f->ptr + lo->pt_sizept, &sizept, sizeof(sizept));
+	if (err)
+		return err;
+	if (sizept < lo->pt_size + 4 * f->sizebc || sizept > (64u << 20))
+		return -ESTALE;
+	mem = malloc(sizept);
+	if (!mem)
+		return -ENOMEM;
+	err = s->read(s->read_ctx, f->ptr, mem, sizept);
+	/* The fingerprint must match the memory now: a freed and reused address is refused. */
+	if (!err && (*(__u64 *)(mem + lo->pt_chunkname) != f->chunkname ||
+		     *(__s32 *)(mem + lo->pt_firstline) != f->firstline ||
+		     *(__u32 *)(mem + lo->pt_sizebc) != f->sizebc))
+		err = -ESTALE;
+	if (err) {
+		free(mem);
+		return err;
+	}
+	free(p->mem);
+	p->mem = mem;
+	p->size = sizept;
+	p->live_drain = s->drain;
+	return 0;
+}
+
+/* The copy of the incarnation of f->ptr that a sample of generation pgen saw, checked
+ * against the sample's fingerprint; NULL and *err (-ESTALE: it cannot be named). */
+static struct sym_proto *sym_proto(struct nupp_sym *s, const struct nupp_smp_frame *f, __u64 pgen, int *err)
+{
+	struct sym_proto *p;
+	char chunk[SYM_STR_MAX];
+
+	for (p = s->protos[sym_bucket(f->ptr)]; p; p = p->next)
+		if (p->pt == f->ptr && p->lo <= pgen && pgen < p->hi)
+			break;
+	if (!p) {
+		/* No event about this incarnation: born before we looked, alive when last
+		 * heard of; read it from the target. Unless the generation falls between
+		 * known incarnations (events were lost). */
+		__u64 end = sym_proto_end(s, f->ptr);
+
+		*err = -ESTALE;
+		if (pgen < end || sym_proto_alive(s, f->ptr))
+			return NULL;
+		p = sym_proto_add(s, f->ptr, end);
+		if (!p) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+	}
+	*err = -ESTALE;
+	if (p->unusable || (p->have_fp && !sym_fp_eq(p, f)))
+		return NULL;
+	if (p->hi != SYM_ALIVE) {
+		/* Freed: only what was copied at its free and birth (or while alive) names it. */
+		if (!p->mem || !p->have_module)
+			return NULL;
+		*err = 0;
+		return p;
+	}
+	/* Alive as far as we know. A free event lost since it was copied may hide another
+	 * prototype at its address: then it is copied again (below) and must be the same. */
+	if (p->mem && s->pgen_lost > p->lo && p->live_drain != s->drain) {
+		unsigned char *old = p->mem;
+		__u32 oldsize = p->size;
+
+		p->mem = NULL;
+		*err = sym_proto_read(s, p, f);
+		if (!*err && (p->size != oldsize || memcmp(p->mem, old, oldsize)))
+			*err = -ESTALE;
+		free(old);
+		if (*err) {
+			p->unusable = true;
+			return NULL;
+		}
+	}
+	if (!p->mem) {
+		*err = sym_proto_read(s, p, f);
+		if (*err)
+			return NULL;
+	}
+	if (!p->have_module) {
+		*err = sym_read_str(s, f->chunkname, chunk, sizeof(chunk));
+		if (*err)
+			return NULL;
+		p->firstline = f->firstline;
+		sym_set_module(p, chunk);
+		p->live_module = true;
+		p->live_drain = s->drain;
+	}
+	if (!p->have_fp) {
+		p->chunk = f->chunkname;
+		p->firstline = f->firstline;
+		p->sizebc = f->sizebc;
+		p->have_fp = true;
+	}
+	*err = 0;
+	return p;
+}
+
+/* luajit:proto_new: pt is born at generation pgen with this chunk name (name[len], the
+ * whole name if len == full). */
+int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
+		  const char *name, __u32 len, __u32 full)
+{
+	struct sym_proto *p = sym_proto_alive(s, pt);
+	char buf[SYM_STR_MAX];
+
+	/* An incarnation still thought alive died before this one was born (its free event
+	 * was lost): only samples before this birth saw it. */
+	if (p) {
+		p->hi = pgen > p->lo ? pgen : p->lo + 1;
+		if (!p->mem)
+			p->unusable = true;
+	}
+	p = sym_proto_add(s, pt, pgen);
+	if (!p)
+		return -ENOMEM;
+	p->chunk = chunk;
+	p->firstline = firstline;
+	p->sizebc = sizebc;
+	p->have_fp = true;
+	if (len == full && len < sizeof(buf)) {
+		memcpy(buf, name, len);
+		buf[len] = 0;
+		sym_set_module(p, buf);
+	}
+	return 0;
+}
+
+/* luajit:proto_free: pt dies, ending generation pgen; mem[size] is its allocation (cut
+ * if size < sizept) and chunk/firstline/sizebc its fingerprint. */
+int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
+		   const void *mem, __u32 size)
+{
+	struct sym_proto *p = sym_proto_alive(s, pt);
+	unsigned char *copy;
+
+	if (!p) {
+		/* Born before we looked and never copied. */
+		p = sym_proto_add(s, pt, sym_proto_end(s, pt));
+		if (!p)
+			return -ENOMEM;
+	}
+	/* Copied in this drain: maybe after this free. Or a name failed in this drain:
+	 * maybe this copy would have given it. */
+	if ((p->live_drain && p->live_drain == s->drain) || s->failed == s->drain)
+		s->suspect = true;
+	p->hi = pgen > p->lo ? pgen : p->lo + 1;
+	if (p->have_fp && (p->chunk != chunk || p->firstline != firstline || p->sizebc != sizebc)) {
+		/* Not the prototype we knew (events were lost): name neither. */
+		p->unusable = true;
+		return 0;
+	}
+	p->chunk = chunk;
+	p->firstline = firstline;
+	p->sizebc = sizebc;
+	p->have_fp = true;
+	if (p->live_module && p->live_drain == s->drain)
+		p->have_module = false; /* its chunk name may have been read after it died */
+	copy = malloc(size ? size : 1);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, mem, size);
+	free(p->mem);
+	p->mem = copy;
+	p->size = size;
+	return 0;
+}
+
+/* A free event was lost at generation pgen (the BPF ring buffer was full). */
+void nupp_sym_lost(struct nupp_sym *s, __u64 pgen)
+{
+	if (pgen > s->pgen_lost)
+		s->pgen_lost = pgen;
+}
+
+/* Starts a naming round, after the events sent so far were read: copies read from the
+ * target before are proven (a free after them came after them). */
+void nupp_sym_begin(struct nupp_sym *s)
+{
+	s->drain++;
+	s->suspect = false;
+}
+
+/* Whether a free event read since nupp_sym_begin may change a name given since: a copy
+ * read from the target in this round died (maybe before it was read), or a name failed
+ * (the free's copy may give it). The round's stacks must be named again. */
+bool nupp_sym_suspect(const struct nupp_sym *s)
+{
+	return s->suspect;
 }
 
 /* Local pointer for a target address inside the proto copy, or NULL. */
@@ -295,6 +515,11 @@ static int sym_kstr(struct nupp_sym *s, const struct sym_proto *p, __u32 idx, ch
 
 	if (!k || !at)
 		return -EINVAL;
+	/* A freed prototype's constants may be freed too (strings are swept first). */
+	if (p->hi != SYM_ALIVE) {
+		s->refused = true;
+		return -ESTALE;
+	}
 	memcpy(&str, at, 8);
 	return sym_read_str(s, str & s->lo.gcvmask, buf, size);
 }
@@ -510,7 +735,7 @@ static void sym_cfunc(struct nupp_sym *s, __u64 addr, char *buf, size_t size)
 
 /* Names one frame given its caller (NULL if none). */
 int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const struct nupp_smp_frame *caller,
-		   char *buf, size_t size)
+		   __u64 pgen, char *buf, size_t size)
 {
 	struct sym_proto *p, *cp;
 	char name[SYM_STR_MAX];
@@ -534,9 +759,11 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 	default:
 		return -EINVAL;
 	}
-	p = sym_proto(s, f, &err);
-	if (!p)
+	p = sym_proto(s, f, pgen, &err);
+	if (!p) {
+		s->failed = s->drain;
 		return err;
+	}
 	if (s->lines) {
 		snprintf(buf, size, "%s:%d", p->module, sym_line(s, p, f->pos));
 		return 0;
@@ -544,20 +771,27 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 	/* Named by the caller's bytecode when called from Lua or as a metamethod. */
 	if (caller && caller->kind == NUPP_SMP_LUA && caller->pos >= 0 &&
 	    (f->link == s->lo.frame_lua || f->link == s->lo.frame_cont)) {
-		cp = sym_proto(s, caller, &err);
-		if (!cp)
+		cp = sym_proto(s, caller, pgen, &err);
+		if (!cp) {
+			s->failed = s->drain;
 			return err;
+		}
+		s->refused = false;
 		if (sym_funcname(s, cp, (__u32)caller->pos, name, sizeof(name))) {
 			snprintf(buf, size, "%s:%s", p->module, name);
 			return 0;
 		}
+	}
+	if (s->refused) {
+		s->failed = s->drain;
+		return -ESTALE; /* jit.p would have named it; its name is gone */
 	}
 	snprintf(buf, size, "%s:%d", p->module, p->firstline);
 	return 0;
 }
 
 /* Names frames (innermost first) as "outer;...;inner". */
-int nupp_sym_stack(struct nupp_sym *s, const struct nupp_smp_frame *f, int n, char **out)
+int nupp_sym_stack(struct nupp_sym *s, const struct nupp_smp_frame *f, int n, __u64 pgen, char **out)
 {
 	size_t cap = 256, len = 0;
 	char *str = malloc(cap), name[SYM_STR_MAX * 2];
@@ -569,7 +803,7 @@ int nupp_sym_stack(struct nupp_sym *s, const struct nupp_smp_frame *f, int n, ch
 	for (i = n - 1; i >= 0; i--) {
 		size_t l;
 
-		err = nupp_sym_frame(s, &f[i], i + 1 < n ? &f[i + 1] : NULL, name, sizeof(name));
+		err = nupp_sym_frame(s, &f[i], i + 1 < n ? &f[i + 1] : NULL, pgen, name, sizeof(name));
 		if (err) {
 			free(str);
 			return err;

@@ -56,6 +56,9 @@ struct nupp_smp_stack {
 	__u32 mcofs;   /* IP - T->mcode (flags & MCODE) */
 	__u64 trace;   /* GCtrace* */
 	__u64 mcode;   /* T->mcode (identity of the trace with trace and traceno) */
+	/* The process's prototype generation when sampled (nupp_smp_proc.pgen): names each
+	 * GCproto* of the frames as the incarnation alive then (part of the stack hash). */
+	__u64 pgen;
 	struct nupp_smp_frame frames[NUPP_SMP_MAX_DEPTH];
 };
 
@@ -90,6 +93,13 @@ struct nupp_smp_proc {
 	 * walker's frame cache may be used for its samples (include/nupp/walk.h). */
 	__u8 fc_ok[NUPP_SMP_MAX_VMS];
 	__u64 zone_addr[NUPP_SMP_MAX_VMS]; /* address of the VM's u32 zone id, 0 = none */
+	/* Prototype generation: +1 for every prototype the process frees (luajit:proto_free).
+	 * A sample at generation E saw the incarnation of each GCproto* that the first free
+	 * of that address with a generation > E (if any) killed. */
+	__u64 pgen;
+	/* Highest generation whose proto_free event was lost (ring buffer full), 0 = none:
+	 * samples older than it cannot prove which incarnation they saw. */
+	__u64 pgen_lost;
 	struct nupp_lj_layout lo;
 };
 
@@ -100,6 +110,8 @@ enum nupp_smp_event_kind {
 	NUPP_SMP_EV_TRACE_STOP,
 	NUPP_SMP_EV_TRACE_FREE,
 	NUPP_SMP_EV_TRACE_FLUSH,
+	NUPP_SMP_EV_PROTO_NEW,  /* struct nupp_smp_proto_event + the chunk name */
+	NUPP_SMP_EV_PROTO_FREE, /* struct nupp_smp_proto_event + the prototype's allocation */
 };
 
 struct nupp_smp_event {
@@ -110,6 +122,27 @@ struct nupp_smp_event {
 	__u64 mcode;
 	__u32 traceno;
 	__u32 pad;
+};
+
+/* Bytes of a chunk name sent with NUPP_SMP_EV_PROTO_NEW (longer names are cut: they are
+ * marked so and never used to name a frame). */
+#define NUPP_SMP_CHUNK_MAX 256
+/* Bytes of a prototype's allocation (sizept) sent with NUPP_SMP_EV_PROTO_FREE; a power of
+ * two. A larger prototype's copy is cut: what lies beyond cannot name a frame. */
+#define NUPP_SMP_PT_MAX 16384
+
+/* A prototype created or freed; data[size] follows the header. */
+struct nupp_smp_proto_event {
+	__u32 kind; /* NUPP_SMP_EV_PROTO_NEW or _FREE (first, like nupp_smp_event) */
+	__u32 tgid;
+	__u64 g;
+	__u64 pt;        /* GCproto* */
+	__u64 pgen;      /* NEW: the generation at birth; FREE: the generation it ends */
+	__u64 chunkname; /* GCstr* (fingerprint) */
+	__s32 firstline; /* fingerprint */
+	__u32 sizebc;    /* fingerprint */
+	__u32 full;      /* bytes of the whole: the chunk name's length, or sizept */
+	__u32 size;      /* bytes of data[] sent (<= full) */
 };
 
 #endif /* NUPP_SAMPLER_ABI_H */

@@ -824,6 +824,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->st.mcofs = 0;
 	w->st.trace = 0;
 	w->st.mcode = 0;
+	w->st.pgen = 0;
 	if (!nupp_walk_layout_ok(lo))
 		return NUPP_WALK_BAD_FRAME;
 	/* vmstate, cur_L and jit_base, and the main lua_State (GG_State puts it just below
