@@ -1,6 +1,8 @@
 /* Frame names as jit.p gives them (luajit -jp=F), derived from real prototypes of an
  * in-process LuaJIT: caller-bytecode names (local, global, field, method, metamethod),
- * firstline fallback, lines mode, builtins, C functions, modules, fingerprint checks. */
+ * firstline fallback, lines mode, builtins, C functions, modules, fingerprint checks;
+ * and prototype incarnations: the proto_new/proto_free events decide which copy and
+ * chunk name name a frame sampled at a given generation. */
 #include <check.h>
 #include <errno.h>
 #include <string.h>
@@ -110,7 +112,7 @@ static const char *name_of(GCproto *callee, int pos, int link, char *buf, size_t
 {
 	struct nupp_smp_frame f = lua_frame(callee, 0, link), c = lua_frame(pcaller, pos, FRAME_LUA);
 
-	ck_assert_int_eq(nupp_sym_frame(sym, &f, &c, buf, size), 0);
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, &c, 0, buf, size), 0);
 	return buf;
 }
 
@@ -134,13 +136,13 @@ START_TEST(names_fall_back_to_firstline)
 	struct nupp_smp_frame c = lua_frame(pcaller, nth_op(pcaller, BC_CALL, 0), FRAME_LUA);
 
 	/* no caller, or called from C (pcall, lua_call): module:firstline */
-	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, 0, b, sizeof(b)), 0);
 	ck_assert_str_eq(b, "symtest:1");
-	ck_assert_int_eq(nupp_sym_frame(sym, &f, &c, b, sizeof(b)), 0);
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, &c, 0, b, sizeof(b)), 0);
 	ck_assert_str_eq(b, "symtest:1");
 	/* the main chunk */
 	f = lua_frame(pcaller, -1, FRAME_LUA);
-	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, 0, b, sizeof(b)), 0);
 	ck_assert_str_eq(b, "symtest:6");
 }
 END_TEST
@@ -151,13 +153,13 @@ START_TEST(lines_mode_names_the_current_line)
 	struct nupp_sym *ls = nupp_sym_new(getpid(), &luajit_bpf_layout, true, self_read, NULL);
 	struct nupp_smp_frame c = lua_frame(pcaller, nth_op(pcaller, BC_CALL, 1), FRAME_LUA);
 
-	ck_assert_int_eq(nupp_sym_frame(ls, &c, NULL, b, sizeof(b)), 0);
+	ck_assert_int_eq(nupp_sym_frame(ls, &c, NULL, 0, b, sizeof(b)), 0);
 	ck_assert_str_eq(b, "symtest:8");
 	c.pos = nth_op(pcaller, BC_TGETS, 2);
-	ck_assert_int_eq(nupp_sym_frame(ls, &c, NULL, b, sizeof(b)), 0);
+	ck_assert_int_eq(nupp_sym_frame(ls, &c, NULL, 0, b, sizeof(b)), 0);
 	ck_assert_str_eq(b, "symtest:11");
 	c.pos = -1;
-	ck_assert_int_eq(nupp_sym_frame(ls, &c, NULL, b, sizeof(b)), 0);
+	ck_assert_int_eq(nupp_sym_frame(ls, &c, NULL, 0, b, sizeof(b)), 0);
 	ck_assert_str_eq(b, "symtest:6");
 	nupp_sym_free(ls);
 }
@@ -170,20 +172,20 @@ START_TEST(builtins_c_functions_and_separators)
 
 	f.kind = NUPP_SMP_FF;
 	f.ptr = 20;
-	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, 0, b, sizeof(b)), 0);
 	ck_assert_str_eq(b, "pcall");
 	f.ptr = 93;
-	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, 0, b, sizeof(b)), 0);
 	ck_assert_str_eq(b, "table.sort");
 	f.kind = NUPP_SMP_C;
 	f.ptr = (__u64)(uintptr_t)test_cfunc_marker;
-	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, 0, b, sizeof(b)), 0);
 	ck_assert_str_eq(b, "test_cfunc_marker");
 	f.ptr = 0x10;
-	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, 0, b, sizeof(b)), 0);
 	ck_assert_str_eq(b, "@0x10");
 	f.kind = NUPP_SMP_CORO;
-	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, b, sizeof(b)), 0);
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, 0, b, sizeof(b)), 0);
 	ck_assert_str_eq(b, "[coroutine]");
 }
 END_TEST
@@ -195,7 +197,7 @@ START_TEST(stacks_join_outermost_first)
 
 	fr[0] = lua_frame(pgfoo, 0, FRAME_LUA);
 	fr[1] = lua_frame(pcaller, nth_op(pcaller, BC_CALL, 1), FRAME_CP);
-	ck_assert_int_eq(nupp_sym_stack(sym, fr, 2, &s), 0);
+	ck_assert_int_eq(nupp_sym_stack(sym, fr, 2, 0, &s), 0);
 	ck_assert_str_eq(s, "symtest:6;symtest:gfoo");
 	free(s);
 }
@@ -208,11 +210,157 @@ START_TEST(a_reused_address_is_refused)
 	struct nupp_sym *fresh = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
 
 	f.firstline = 99; /* the sample saw another proto at this address */
-	ck_assert_int_eq(nupp_sym_frame(fresh, &f, NULL, b, sizeof(b)), -ESTALE);
+	ck_assert_int_eq(nupp_sym_frame(fresh, &f, NULL, 0, b, sizeof(b)), -ESTALE);
 	f.firstline = pfoo->firstline;
 	f.sizebc = pfoo->sizebc + 1;
-	ck_assert_int_eq(nupp_sym_frame(fresh, &f, NULL, b, sizeof(b)), -ESTALE);
+	ck_assert_int_eq(nupp_sym_frame(fresh, &f, NULL, 0, b, sizeof(b)), -ESTALE);
 	nupp_sym_free(fresh);
+}
+END_TEST
+
+/* Sends pt's birth at generation gen with chunk name name and its real fingerprint. */
+static void born(struct nupp_sym *s, GCproto *pt, __u64 gen, const char *name)
+{
+	ck_assert_int_eq(nupp_sym_born(s, (__u64)(uintptr_t)pt, gen, (__u64)(uintptr_t)gcref(pt->chunkname),
+				       pt->firstline, pt->sizebc, name, (__u32)strlen(name), (__u32)strlen(name)),
+			 0);
+}
+
+/* Sends pt's free ending generation gen with a copy of its allocation as it is now. */
+static void freed(struct nupp_sym *s, GCproto *pt, __u64 gen)
+{
+	ck_assert_int_eq(nupp_sym_freed(s, (__u64)(uintptr_t)pt, gen, (__u64)(uintptr_t)gcref(pt->chunkname),
+					pt->firstline, pt->sizebc, pt, pt->sizept),
+			 0);
+}
+
+/* Names callee called by caller's n-th CALL, sampled at generation gen: 0 or -errno. */
+static int name_at(struct nupp_sym *s, GCproto *callee, int n, __u64 gen, char *buf, size_t size)
+{
+	struct nupp_smp_frame f = lua_frame(callee, 0, FRAME_LUA);
+	struct nupp_smp_frame c = lua_frame(pcaller, nth_op(pcaller, BC_CALL, n), FRAME_LUA);
+
+	return nupp_sym_frame(s, &f, &c, gen, buf, size);
+}
+
+START_TEST(each_incarnation_at_an_address_keeps_its_own_name)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+
+	/* Two prototypes with the same address and fingerprint, different chunk names: the
+	 * first lived in generation 0, the second from 1 on. The memory says "symtest". */
+	born(s, pfoo, 0, "=chunkA");
+	freed(s, pfoo, 1);
+	born(s, pfoo, 1, "@/src/app/chunkB.lua");
+	ck_assert_int_eq(name_at(s, pfoo, 0, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "chunkA:foo");
+	ck_assert_int_eq(name_at(s, pfoo, 0, 1, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "chunkB.lua:foo");
+	ck_assert_int_eq(name_at(s, pfoo, 0, 7, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "chunkB.lua:foo");
+	/* The second dies at 9: still named for its samples (from its free's copy). */
+	freed(s, pfoo, 9);
+	ck_assert_int_eq(name_at(s, pfoo, 0, 8, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "chunkB.lua:foo");
+	ck_assert_int_eq(name_at(s, pfoo, 0, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "chunkA:foo");
+	nupp_sym_free(s);
+}
+END_TEST
+
+START_TEST(a_freed_prototype_never_seen_alive_is_not_named)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+
+	/* Born before we looked, freed at 3 before any drain read it: its chunk name is
+	 * unknown (maybe freed already), so its samples are lost, never guessed. */
+	freed(s, pgfoo, 3);
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 2, b, sizeof(b)), -ESTALE);
+	/* Samples from 3 on saw a new incarnation: read from memory. */
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 3, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:gfoo");
+	nupp_sym_free(s);
+}
+END_TEST
+
+START_TEST(a_prototype_read_alive_is_named_after_its_free)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+
+	/* Born before we looked, read in one drain, freed at 5 in a later one. */
+	nupp_sym_begin(s);
+	ck_assert_int_eq(name_at(s, pm, 2, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:m");
+	nupp_sym_begin(s);
+	freed(s, pm, 5);
+	ck_assert(!nupp_sym_suspect(s));
+	ck_assert_int_eq(name_at(s, pm, 2, 4, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:m");
+	nupp_sym_free(s);
+}
+END_TEST
+
+START_TEST(a_free_after_a_read_in_the_same_drain_names_again)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+
+	/* Read from memory, then its free arrives in the same drain: the read may have come
+	 * after the free, so the drain names its stacks again. */
+	nupp_sym_begin(s);
+	ck_assert_int_eq(name_at(s, pm, 2, 0, b, sizeof(b)), 0);
+	ck_assert(!nupp_sym_suspect(s));
+	freed(s, pm, 1);
+	ck_assert(nupp_sym_suspect(s));
+	nupp_sym_begin(s);
+	ck_assert(!nupp_sym_suspect(s));
+	/* Its chunk name was read in that drain: not proven, so not used. */
+	ck_assert_int_eq(name_at(s, pm, 2, 0, b, sizeof(b)), -ESTALE);
+	/* A failed name in a drain also waits for the frees that may give it. */
+	freed(s, pgfoo, 2);
+	ck_assert(nupp_sym_suspect(s));
+	nupp_sym_free(s);
+}
+END_TEST
+
+START_TEST(a_freed_callers_string_constants_are_not_trusted)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+
+	/* The caller died at 1. gfoo was named by a global-name constant, a string swept
+	 * before the prototype: refused. foo was named by a local variable, whose name is
+	 * in the caller's own allocation: named. */
+	born(s, pcaller, 0, "=caller");
+	freed(s, pcaller, 1);
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), -ESTALE);
+	ck_assert_int_eq(name_at(s, pfoo, 0, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:foo");
+	nupp_sym_free(s);
+}
+END_TEST
+
+START_TEST(lost_events_never_name_the_wrong_incarnation)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+	struct nupp_smp_frame f = lua_frame(pfoo, 0, FRAME_LUA);
+
+	/* Born at 0 as chunkA, then a birth at 4 with no free between (the free was lost):
+	 * chunkA's samples (before 4) have no copy of it, the new one's are named. */
+	born(s, pfoo, 0, "=chunkA");
+	born(s, pfoo, 4, "=chunkB");
+	ck_assert_int_eq(name_at(s, pfoo, 0, 2, b, sizeof(b)), -ESTALE);
+	ck_assert_int_eq(name_at(s, pfoo, 0, 4, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "chunkB:foo");
+	/* A free whose fingerprint is not the one born there: neither is named. */
+	f.firstline = pfoo->firstline + 1;
+	ck_assert_int_eq(nupp_sym_freed(s, f.ptr, 6, f.chunkname, f.firstline, f.sizebc, pfoo, pfoo->sizept), 0);
+	ck_assert_int_eq(name_at(s, pfoo, 0, 5, b, sizeof(b)), -ESTALE);
+	nupp_sym_free(s);
 }
 END_TEST
 
@@ -247,6 +395,12 @@ int main(void)
 	tcase_add_test(tc, stacks_join_outermost_first);
 	tcase_add_test(tc, a_reused_address_is_refused);
 	tcase_add_test(tc, module_names_strip_like_jit_p);
+	tcase_add_test(tc, each_incarnation_at_an_address_keeps_its_own_name);
+	tcase_add_test(tc, a_freed_prototype_never_seen_alive_is_not_named);
+	tcase_add_test(tc, a_prototype_read_alive_is_named_after_its_free);
+	tcase_add_test(tc, a_free_after_a_read_in_the_same_drain_names_again);
+	tcase_add_test(tc, a_freed_callers_string_constants_are_not_trusted);
+	tcase_add_test(tc, lost_events_never_name_the_wrong_incarnation);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
