@@ -88,10 +88,10 @@ struct {
 } lost SEC(".maps");
 
 /* Lifetime events; prototype frees carry up to 16 KB each, and a module's prototypes die
- * together. */
+ * together (all of them at lua_close). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
-	__uint(max_entries, 4 * 1024 * 1024);
+	__uint(max_entries, 16 * 1024 * 1024);
 } events SEC(".maps");
 
 /* Per-CPU scratch of a prototype event: header and data, sent with its real size. */
@@ -376,6 +376,13 @@ int BPF_USDT(nupp_smp_vm_close, __u64 g)
 	return 0;
 }
 
+/* Prototype events do not wake the reader (a wake-up per event would cost the target
+ * more than the event), which reads them every 50 ms, unless 1 MB waits unread. */
+static __always_inline __u64 smp_proto_wakeup(void)
+{
+	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (1u << 20) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;
+}
+
 /* Fills the prototype event header from pt's fingerprint; 0 or -1. */
 static __always_inline int smp_proto_head(struct smp_proto_buf *b, struct nupp_smp_proc *p, __u32 kind,
 					  __u32 tgid, __u64 g, __u64 pt)
@@ -413,7 +420,7 @@ int BPF_USDT(nupp_smp_proto_new, __u64 g, __u64 pt)
 	b->h.full = len;
 	b->h.size = n;
 	/* Lost (ring buffer full): a prototype unknown at birth is named while alive only. */
-	bpf_ringbuf_output(&events, b, sizeof(b->h) + n, 0);
+	bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup());
 	return 0;
 }
 
@@ -443,13 +450,13 @@ int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 		goto lost;
 	b->h.full = sizept;
 	b->h.size = n;
-	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, 0) == 0)
+	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup()) == 0)
 		return 0;
 lost:
 	/* Userspace cannot tell which prototype died at gen: it distrusts older samples. */
 	for (i = 0; i < 4; i++) {
 		old = p->pgen_lost;
-		if (old >= gen || __sync_val_compare_and_swap(&p->pgen_lost, old, gen) == old)
+		if ((old && old <= gen) || __sync_val_compare_and_swap(&p->pgen_lost, old, gen) == old)
 			break;
 	}
 	return 0;

@@ -483,18 +483,21 @@ static void record_summary(const struct record_opts *o, const struct nupp_sample
 /* Prints the kernel cost of the BPF programs (needs kernel.bpf_stats_enabled=1). */
 static void record_stats(struct nupp_sampler *smp, struct nupp_trace *tr)
 {
-	__u64 ns = 0, cnt = 0, tns = 0, tcnt = 0;
+	__u64 ns = 0, cnt = 0, tns = 0, tcnt = 0, pns = 0, pcnt = 0;
 
 	nupp_sampler_stats(smp, &ns, &cnt);
+	nupp_sampler_proto_stats(smp, &pns, &pcnt);
 	if (tr)
 		nupp_trace_stats(tr, &tns, &tcnt);
 	if (!cnt && !tcnt) {
 		fprintf(stderr, "nupp-bpf: bpf statistics are off (sysctl kernel.bpf_stats_enabled=1 turns them on)\n");
 		return;
 	}
-	fprintf(stderr, "nupp-bpf: bpf sampler %llu runs, %.0f ns/run; trace %llu runs, %.0f ns/run\n",
+	fprintf(stderr,
+		"nupp-bpf: bpf sampler %llu runs, %.0f ns/run; trace %llu runs, %.0f ns/run; "
+		"prototype events %llu runs, %.0f ns/run\n",
 		(unsigned long long)cnt, cnt ? (double)ns / cnt : 0.0, (unsigned long long)tcnt,
-		tcnt ? (double)tns / tcnt : 0.0);
+		tcnt ? (double)tns / tcnt : 0.0, (unsigned long long)pcnt, pcnt ? (double)pns / pcnt : 0.0);
 }
 
 /* Finds the ELF object with our probes for the target; 0 or 1 after the error. */

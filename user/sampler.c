@@ -32,6 +32,7 @@ struct smp_target {
 	int have_layout;
 	struct nupp_sym *sym;
 	struct nupp_traces *traces;
+	__u64 pgen; /* prototype generation when the current drain began */
 };
 
 /* USDT probes attached for one (binary, pid). */
@@ -53,7 +54,17 @@ struct nupp_sampler {
 	struct smp_attach attach[SMP_MAX_ATTACH];
 	int nattach;
 	__u64 stacks_used;
+	long ev_left; /* events the current poll may still handle */
 };
+
+/* Events handled per nupp_sampler_poll: a target that loads and frees code without
+ * pause must not keep the caller from draining. */
+#define SMP_POLL_EVENTS 4096
+/* Events a drain handles before it names (and between naming rounds): all of them,
+ * unless the target sends faster than they are read. */
+#define SMP_DRAIN_EVENTS 65536
+/* Returned by the ring buffer callback when the poll's budget is spent. */
+#define SMP_EV_BUDGET (-EOVERFLOW)
 
 /* process_vm_readv reader for the symbolizer and trace cache. */
 static int smp_read(void *ctx, __u64 addr, void *buf, size_t len)
@@ -125,24 +136,35 @@ static void smp_on_proto(struct nupp_sampler *s, struct smp_target *t, const str
 		nupp_pr(NUPP_WARN, "PID %d: prototype event dropped: %s\n", (int)t->pid, strerror(-e));
 }
 
-/* Ring buffer callback: VM, trace and prototype lifetime events. */
+static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size);
+
+/* Ring buffer callback: handles the event; once the poll's budget is spent, stops the
+ * poll (libbpf has consumed this event already; the rest wait for the next poll). */
 static int smp_on_event(void *ctx, void *data, size_t size)
 {
 	struct nupp_sampler *s = ctx;
+
+	smp_handle_event(s, data, size);
+	return --s->ev_left > 0 ? 0 : SMP_EV_BUDGET;
+}
+
+/* A VM, trace or prototype lifetime event. */
+static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
+{
 	const struct nupp_smp_event *ev = data;
 	struct smp_target *t;
 
 	if (size < sizeof(__u32) * 2)
-		return 0;
+		return;
 	t = smp_target(s, (pid_t)ev->tgid);
 	if (!t)
-		return 0;
+		return;
 	if (ev->kind == NUPP_SMP_EV_PROTO_NEW || ev->kind == NUPP_SMP_EV_PROTO_FREE) {
 		smp_on_proto(s, t, data, size);
-		return 0;
+		return;
 	}
 	if (size < sizeof(*ev))
-		return 0;
+		return;
 	switch (ev->kind) {
 	case NUPP_SMP_EV_VM_OPEN:
 		if (!t->have_layout) {
@@ -168,7 +190,6 @@ static int smp_on_event(void *ctx, void *data, size_t size)
 			nupp_traces_kill(t->traces, 0);
 		break;
 	}
-	return 0;
 }
 
 /* Loads the sampler and opens one CPU-clock event per online CPU. */
@@ -392,12 +413,29 @@ int nupp_sampler_pause(struct nupp_sampler *s, bool paused)
 	return 0;
 }
 
-/* Services ring buffers (VM and trace lifetime events) for up to timeout_ms. */
+/* Services ring buffers (VM, trace and prototype lifetime events) for up to timeout_ms,
+ * at most SMP_POLL_EVENTS events. */
 int nupp_sampler_poll(struct nupp_sampler *s, int timeout_ms)
 {
-	int n = ring_buffer__poll(s->rb, timeout_ms);
+	int n;
 
-	return n < 0 && n != -EINTR ? n : 0;
+	s->ev_left = SMP_POLL_EVENTS;
+	n = ring_buffer__poll(s->rb, timeout_ms);
+	/* Prototype events do not wake us (bpf/sampler.bpf.c): read what is there. */
+	if (n >= 0 && s->ev_left > 0)
+		n = ring_buffer__consume(s->rb);
+	return n < 0 && n != -EINTR && n != SMP_EV_BUDGET ? n : 0;
+}
+
+/* Handles the events sent so far, up to max: 0 when none is left, 1 when the budget ran
+ * out first (the target sends faster than we read). */
+static int smp_consume(struct nupp_sampler *s, long max)
+{
+	int n;
+
+	s->ev_left = max;
+	n = ring_buffer__consume(s->rb);
+	return n == SMP_EV_BUDGET;
 }
 
 /* Makes sure a target has its symbolizer and trace cache. */
@@ -498,29 +536,28 @@ static int smp_add_row(struct smp_row *r, struct nupp_sample_set *out)
 static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n)
 {
 	int i, round;
+	bool behind;
 	size_t j;
 
-	for (i = 0; i < s->ntargets; i++) {
-		struct smp_target *t = &s->targets[i];
-		struct nupp_smp_proc p;
-		__u32 key = (__u32)t->pid;
-
-		if (!smp_target_ready(s, t) &&
-		    !bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.procs), &key, &p) && p.pgen_lost)
-			nupp_sym_lost(t->sym, p.pgen_lost);
-		if (t->sym)
-			nupp_sym_begin(t->sym);
-	}
-	for (j = 0; j < n; j++)
+	for (i = 0; i < s->ntargets; i++)
+		if (s->targets[i].sym)
+			nupp_sym_begin(s->targets[i].sym);
+	for (j = 0; j < n; j++) {
 		smp_name_row(s, &rows[j]);
+		/* Keep reading events while naming: the ring buffer must not fill. */
+		if (j % 64 == 63)
+			smp_consume(s, SMP_POLL_EVENTS);
+	}
 	for (round = 0; round < 4; round++) {
 		bool again = false;
 
-		nupp_sampler_poll(s, 0);
+		behind = smp_consume(s, SMP_DRAIN_EVENTS);
+
 		for (i = 0; i < s->ntargets; i++) {
 			struct smp_target *t = &s->targets[i];
 
-			if (!t->sym || !nupp_sym_suspect(t->sym))
+			/* Events left unread may hold a free that changes a name given. */
+			if (!t->sym || (!behind && !nupp_sym_suspect(t->sym)))
 				continue;
 			again = true;
 			nupp_sym_begin(t->sym);
@@ -532,11 +569,11 @@ static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n
 			return;
 	}
 	/* Still changing: names given in the last round are not proven. */
-	nupp_sampler_poll(s, 0);
+	behind = smp_consume(s, SMP_DRAIN_EVENTS);
 	for (i = 0; i < s->ntargets; i++) {
 		struct smp_target *t = &s->targets[i];
 
-		if (!t->sym || !nupp_sym_suspect(t->sym))
+		if (!t->sym || (!behind && !nupp_sym_suspect(t->sym)))
 			continue;
 		for (j = 0; j < n; j++)
 			if (rows[j].key.tgid == (__u32)t->pid) {
@@ -545,6 +582,34 @@ static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n
 				rows[j].lost_reason = NUPP_LOST_SYMBOLIZE;
 			}
 	}
+}
+
+/* Reports and zeroes where walks failed (the lost_where map); zero is ncpu zeroes. */
+static void smp_lost_where(struct nupp_sampler *s, int ncpu, const __u64 *zero)
+{
+	int fd = bpf_map__fd(s->skel->maps.lost_where);
+	__u32 nkeys = 4096, *keys = calloc(nkeys, sizeof(*keys)), out_batch = 0, r;
+	__u64 *all = calloc((size_t)nkeys * ncpu, sizeof(*all));
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+
+	if (!keys || !all || (bpf_map_lookup_batch(fd, NULL, &out_batch, keys, all, &nkeys, &opts) &&
+			      errno != ENOENT)) {
+		nkeys = 0;
+	}
+	for (r = 0; r < nkeys; r++) {
+		__u64 tot = 0;
+		int c;
+
+		for (c = 0; c < ncpu; c++)
+			tot += all[(size_t)r * ncpu + c];
+		if (!tot)
+			continue;
+		nupp_pr(NUPP_DEBUG, "walk lost %llu samples: mode %u iter>0 %u, include/nupp/walk.h:%u\n",
+			(unsigned long long)tot, keys[r] / 1024, (keys[r] / 512) & 1, keys[r] % 512);
+		bpf_map_update_elem(fd, &keys[r], zero, BPF_ANY);
+	}
+	free(keys);
+	free(all);
 }
 
 /* Reads the BPF counts, names every frame and adds them to out. */
@@ -564,7 +629,19 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		free(st);
 		return -ENOMEM;
 	}
-	nupp_sampler_poll(s, 0);
+	smp_consume(s, SMP_DRAIN_EVENTS);
+	/* Every sample counted from now on has a prototype generation >= pgen. */
+	for (i = 0; i < (size_t)s->ntargets; i++) {
+		struct smp_target *t = &s->targets[i];
+		struct nupp_smp_proc p;
+		__u32 pk = (__u32)t->pid;
+
+		if (smp_target_ready(s, t) || bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.procs), &pk, &p))
+			continue;
+		t->pgen = p.pgen;
+		if (p.pgen_lost)
+			nupp_sym_lost(t->sym, p.pgen_lost);
+	}
 	while (bpf_map_get_next_key(cfd, have ? &key : NULL, &next) == 0) {
 		if (nkeys == cap) {
 			void *nk = realloc(keys, (cap = cap ? cap * 2 : 1024) * sizeof(*keys));
@@ -628,22 +705,10 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		memset(vals, 0, ncpu * sizeof(*vals));
 		bpf_map_update_elem(lfd, &r, vals, BPF_ANY);
 	}
-	/* Where walks failed (mode, walker source line), for -v diagnosis. */
-	for (r = 0; r < 4096; r++) {
-		__u64 tot = 0;
-		int c2;
-
-		if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.lost_where), &r, vals))
-			continue;
-		for (c2 = 0; c2 < ncpu; c2++)
-			tot += vals[c2];
-		if (!tot)
-			continue;
-		nupp_pr(NUPP_DEBUG, "walk lost %llu samples: mode %u iter>0 %u, include/nupp/walk.h:%u\n",
-			(unsigned long long)tot, r / 1024, (r / 512) & 1, r % 512);
-		memset(vals, 0, ncpu * sizeof(*vals));
-		bpf_map_update_elem(bpf_map__fd(s->skel->maps.lost_where), &r, vals, BPF_ANY);
-	}
+	/* Where walks failed (mode, walker source line), for -v diagnosis: read in one
+	 * batch (4096 keys x CPUs), and only the counters that moved are zeroed. */
+	memset(vals, 0, ncpu * sizeof(*vals));
+	smp_lost_where(s, ncpu, vals);
 	/* Stacks stay (new samples reuse them) until the map is half full. */
 	if (nkeys > s->opts.max_stacks / 2) {
 		__u64 sk, sn;
@@ -665,9 +730,13 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 					out->lost[NUPP_LOST_SYMBOLIZE] += c.n[j];
 		}
 	}
-	for (i = 0; i < (size_t)s->ntargets; i++)
+	for (i = 0; i < (size_t)s->ntargets; i++) {
 		if (s->targets[i].traces)
 			nupp_traces_purge(s->targets[i].traces);
+		/* Copies of prototypes that died before the drain began name no later sample. */
+		if (s->targets[i].sym)
+			nupp_sym_purge(s->targets[i].sym, s->targets[i].pgen);
+	}
 out:
 	for (i = 0; rows && i < nrows; i++) {
 		free(rows[i].st);
@@ -680,20 +749,35 @@ out:
 	return e;
 }
 
-/* Kernel cost so far of the sampling program. */
-int nupp_sampler_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt)
+/* Adds the run time and count of a program. */
+static int smp_prog_stats(struct bpf_program *prog, __u64 *run_time_ns, __u64 *run_cnt)
 {
 	struct bpf_prog_info info;
 	__u32 len = sizeof(info);
-	int e;
 
 	memset(&info, 0, sizeof(info));
-	e = bpf_obj_get_info_by_fd(bpf_program__fd(s->skel->progs.nupp_sample), &info, &len);
-	if (e)
+	if (bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len))
 		return -errno;
-	*run_time_ns = info.run_time_ns;
-	*run_cnt = info.run_cnt;
+	*run_time_ns += info.run_time_ns;
+	*run_cnt += info.run_cnt;
 	return 0;
+}
+
+/* Kernel cost so far of the sampling program. */
+int nupp_sampler_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt)
+{
+	*run_time_ns = *run_cnt = 0;
+	return smp_prog_stats(s->skel->progs.nupp_sample, run_time_ns, run_cnt);
+}
+
+/* Kernel cost so far of the prototype lifetime programs (luajit:proto_new, proto_free). */
+int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt)
+{
+	int e;
+
+	*run_time_ns = *run_cnt = 0;
+	e = smp_prog_stats(s->skel->progs.nupp_smp_proto_new, run_time_ns, run_cnt);
+	return e ? e : smp_prog_stats(s->skel->progs.nupp_smp_proto_free, run_time_ns, run_cnt);
 }
 
 /* Detaches and frees. */

@@ -38,12 +38,16 @@ int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 f
 /* pt died, ending generation pgen; mem[size] is its allocation as it was (cut if short). */
 int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
 		   const void *mem, __u32 size);
-/* The free event of generation pgen was lost: older copies are checked again. */
+/* The free event of generation pgen was lost: samples of pgen or later are named from
+ * older copies only after their memory is checked again. */
 void nupp_sym_lost(struct nupp_sym *s, __u64 pgen);
 /* Starts a drain; nupp_sym_suspect: a prototype copied from the target in this drain was
  * freed since, so the stacks named in it must be named again. */
 void nupp_sym_begin(struct nupp_sym *s);
 bool nupp_sym_suspect(const struct nupp_sym *s);
+/* Drops the incarnations that died at or before generation pgen: every sample left to
+ * name is of pgen or later. */
+void nupp_sym_purge(struct nupp_sym *s, __u64 pgen);
 /* Module of a chunk name as jit.p prints it: "@a/b/c.lua" -> "c.lua", "=x" -> "x",
  * anything else -> "[string]". */
 void nupp_sym_module(const char *chunk, char *buf, size_t size);

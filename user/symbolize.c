@@ -79,7 +79,7 @@ struct nupp_sym {
 	struct sym_cfunc *cfuncs[SYM_BUCKETS];
 	__u64 drain;     /* number of the current drain (nupp_sym_begin) */
 	bool suspect;    /* a copy read in this drain belongs to a prototype freed since */
-	__u64 pgen_lost; /* highest generation whose free event was lost */
+	__u64 pgen_lost; /* lowest generation whose free event was lost, 0 none */
 	bool refused;    /* a name needed a string constant of a freed prototype */
 	__u64 failed;    /* drain in which a prototype could not be named, 0 none */
 	struct nupp_map *maps;
@@ -171,6 +171,8 @@ void nupp_sym_module(const char *chunk, char *buf, size_t size)
 	}
 }
 
+static __u64 sym_u64(const struct sym_proto *p, size_t ofs);
+
 /* Sets the module of a chunk name (a bytecode builtin's as lj_debug.c:557-562 does). */
 static void sym_set_module(struct sym_proto *p, const char *chunk)
 {
@@ -197,27 +199,38 @@ static struct sym_proto *sym_proto_add(struct nupp_sym *s, __u64 pt, __u64 lo)
 	return p;
 }
 
-/* The incarnation of pt alive now (hi == SYM_ALIVE), or NULL. */
-static struct sym_proto *sym_proto_alive(struct nupp_sym *s, __u64 pt)
+/* The records of an address are in its bucket newest first, and only the newest can be
+ * alive: every record is added at the head, and only when the address has no alive one
+ * (nupp_sym_born ends the alive one first). */
+
+/* The newest record of pt, or NULL. */
+static struct sym_proto *sym_proto_newest(struct nupp_sym *s, __u64 pt)
 {
 	struct sym_proto *p;
 
 	for (p = s->protos[sym_bucket(pt)]; p; p = p->next)
-		if (p->pt == pt && p->hi == SYM_ALIVE)
+		if (p->pt == pt)
 			return p;
 	return NULL;
 }
 
-/* Where the generations of pt's records end: its next incarnation starts there. */
+/* The incarnation of pt alive now (hi == SYM_ALIVE), or NULL. */
+static struct sym_proto *sym_proto_alive(struct nupp_sym *s, __u64 pt)
+{
+	struct sym_proto *p = sym_proto_newest(s, pt);
+
+	return p && p->hi == SYM_ALIVE ? p : NULL;
+}
+
+/* Where the generations of pt's freed records end: its next incarnation starts there. */
 static __u64 sym_proto_end(struct nupp_sym *s, __u64 pt)
 {
 	struct sym_proto *p;
-	__u64 end = 0;
 
 	for (p = s->protos[sym_bucket(pt)]; p; p = p->next)
-		if (p->pt == pt && p->hi != SYM_ALIVE && p->hi > end)
-			end = p->hi;
-	return end;
+		if (p->pt == pt && p->hi != SYM_ALIVE)
+			return p->hi;
+	return 0;
 }
 
 /* Whether f's fingerprint is p's. */
@@ -259,6 +272,31 @@ static int sym_proto_read(struct nupp_sym *s, struct sym_proto *p, const struct 
 	return 0;
 }
 
+/* Whether the prototype at p's address is still p: its fingerprint, size and debug
+ * information (what the JIT never patches, unlike the bytecode) are unchanged. */
+static int sym_proto_same(struct nupp_sym *s, const struct sym_proto *p, const struct nupp_smp_frame *f)
+{
+	const struct nupp_lj_layout *lo = &s->lo;
+	unsigned char *mem = malloc(p->size);
+	__u64 li = sym_u64(p, lo->pt_lineinfo), from = p->size;
+	int err;
+
+	if (!mem)
+		return -ENOMEM;
+	err = s->read(s->read_ctx, f->ptr, mem, p->size);
+	if (li >= p->pt && li - p->pt < p->size)
+		from = li - p->pt;
+	if (!err && (memcmp(mem + lo->pt_chunkname, p->mem + lo->pt_chunkname, 8) ||
+		     memcmp(mem + lo->pt_firstline, p->mem + lo->pt_firstline, 4) ||
+		     memcmp(mem + lo->pt_numline, p->mem + lo->pt_numline, 4) ||
+		     memcmp(mem + lo->pt_sizebc, p->mem + lo->pt_sizebc, 4) ||
+		     memcmp(mem + lo->pt_sizept, p->mem + lo->pt_sizept, 4) ||
+		     memcmp(mem + from, p->mem + from, p->size - from)))
+		err = -ESTALE;
+	free(mem);
+	return err;
+}
+
 /* The copy of the incarnation of f->ptr that a sample of generation pgen saw, checked
  * against the sample's fingerprint; NULL and *err (-ESTALE: it cannot be named). */
 static struct sym_proto *sym_proto(struct nupp_sym *s, const struct nupp_smp_frame *f, __u64 pgen, int *err)
@@ -294,21 +332,13 @@ static struct sym_proto *sym_proto(struct nupp_sym *s, const struct nupp_smp_fra
 		*err = 0;
 		return p;
 	}
-	/* Alive as far as we know. A free event lost since it was copied may hide another
-	 * prototype at its address: then it is copied again (below) and must be the same. */
-	if (p->mem && s->pgen_lost > p->lo && p->live_drain != s->drain) {
-		unsigned char *old = p->mem;
-		__u32 oldsize = p->size;
-
-		p->mem = NULL;
-		*err = sym_proto_read(s, p, f);
-		if (!*err && (p->size != oldsize || memcmp(p->mem, old, oldsize)))
-			*err = -ESTALE;
-		free(old);
-		if (*err) {
-			p->unusable = true;
+	/* Alive as far as we know. But a sample taken after a lost free event may have seen
+	 * another prototype at this address: the memory must still be this one's. */
+	if (p->mem && s->pgen_lost && pgen >= s->pgen_lost && p->lo < s->pgen_lost && p->live_drain != s->drain) {
+		*err = sym_proto_same(s, p, f);
+		if (*err)
 			return NULL;
-		}
+		p->live_drain = s->drain;
 	}
 	if (!p->mem) {
 		*err = sym_proto_read(s, p, f);
@@ -404,10 +434,32 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 	return 0;
 }
 
+/* Drops the incarnations that died at or before generation pgen. */
+void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
+{
+	int i;
+
+	for (i = 0; i < SYM_BUCKETS; i++) {
+		struct sym_proto **pp = &s->protos[i];
+
+		while (*pp) {
+			struct sym_proto *p = *pp;
+
+			if (p->hi != SYM_ALIVE && p->hi <= pgen) {
+				*pp = p->next;
+				free(p->mem);
+				free(p);
+			} else {
+				pp = &p->next;
+			}
+		}
+	}
+}
+
 /* A free event was lost at generation pgen (the BPF ring buffer was full). */
 void nupp_sym_lost(struct nupp_sym *s, __u64 pgen)
 {
-	if (pgen > s->pgen_lost)
+	if (pgen && (!s->pgen_lost || pgen < s->pgen_lost))
 		s->pgen_lost = pgen;
 }
 

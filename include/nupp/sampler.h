@@ -52,6 +52,8 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out);
 /* Kernel cost so far: total BPF run time and runs of the sampling program (0 when
  * kernel.bpf_stats_enabled is off). */
 int nupp_sampler_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt);
+/* The same for the prototype lifetime programs (luajit:proto_new and proto_free). */
+int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt);
 
 /* Detaches and frees. */
 void nupp_sampler_close(struct nupp_sampler *s);

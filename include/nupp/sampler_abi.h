@@ -97,8 +97,9 @@ struct nupp_smp_proc {
 	 * A sample at generation E saw the incarnation of each GCproto* that the first free
 	 * of that address with a generation > E (if any) killed. */
 	__u64 pgen;
-	/* Highest generation whose proto_free event was lost (ring buffer full), 0 = none:
-	 * samples older than it cannot prove which incarnation they saw. */
+	/* Lowest generation whose proto_free event was lost (ring buffer full), 0 = none:
+	 * samples of it or later cannot prove which incarnation of an older prototype they
+	 * saw without checking its memory again. */
 	__u64 pgen_lost;
 	struct nupp_lj_layout lo;
 };

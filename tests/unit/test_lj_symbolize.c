@@ -265,6 +265,15 @@ START_TEST(each_incarnation_at_an_address_keeps_its_own_name)
 	ck_assert_str_eq(b, "chunkB.lua:foo");
 	ck_assert_int_eq(name_at(s, pfoo, 0, 0, b, sizeof(b)), 0);
 	ck_assert_str_eq(b, "chunkA:foo");
+	/* A drain that began at generation 1 drops chunkA (no later sample saw it); chunkB
+	 * still names its samples, and generation 0 is refused, not read from memory. */
+	nupp_sym_purge(s, 1);
+	ck_assert_int_eq(name_at(s, pfoo, 0, 8, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "chunkB.lua:foo");
+	ck_assert_int_eq(name_at(s, pfoo, 0, 0, b, sizeof(b)), -ESTALE);
+	nupp_sym_purge(s, 9);
+	ck_assert_int_eq(name_at(s, pfoo, 0, 9, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:foo");
 	nupp_sym_free(s);
 }
 END_TEST
@@ -364,6 +373,38 @@ START_TEST(lost_events_never_name_the_wrong_incarnation)
 }
 END_TEST
 
+START_TEST(after_a_lost_free_the_memory_is_checked_again)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+	GCproto *copy = malloc(pfoo->sizept);
+	struct nupp_smp_frame f;
+
+	/* A prototype (a copy of foo's allocation) born as chunkA and named. */
+	ck_assert_ptr_nonnull(copy);
+	memcpy(copy, pfoo, pfoo->sizept);
+	f = lua_frame(copy, 0, FRAME_LUA);
+	born(s, copy, 0, "=chunkA");
+	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "chunkA:1");
+	/* The free event of generation 3 was lost: samples from 3 on are named only once
+	 * the memory is found unchanged. */
+	nupp_sym_lost(s, 3);
+	nupp_sym_begin(s);
+	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 3, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "chunkA:1");
+	/* Another prototype of the same fingerprint there now (its numline differs). */
+	copy->numline++;
+	nupp_sym_begin(s);
+	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 4, b, sizeof(b)), -ESTALE);
+	/* Samples before the loss saw chunkA, whatever the memory holds now. */
+	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 2, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "chunkA:1");
+	nupp_sym_free(s);
+	free(copy);
+}
+END_TEST
+
 START_TEST(module_names_strip_like_jit_p)
 {
 	char b[64];
@@ -401,6 +442,7 @@ int main(void)
 	tcase_add_test(tc, a_free_after_a_read_in_the_same_drain_names_again);
 	tcase_add_test(tc, a_freed_callers_string_constants_are_not_trusted);
 	tcase_add_test(tc, lost_events_never_name_the_wrong_incarnation);
+	tcase_add_test(tc, after_a_lost_free_the_memory_is_checked_again);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
