@@ -2,10 +2,16 @@
 # Benchmark (not a test): the floor cost of a perf_event sample on this machine, i.e. what
 # the unavoidable parts of any LuaJIT stack sample cost here, to set against the
 # sampler's figure from bench_sampler_cost.sh (same units: bpf_stats run_time_ns/run_cnt).
-# The driver tests/bench/floor.c runs a CPU-bound LuaJIT loop and attaches each program of
-# tests/bench/floor.bpf.c in turn, alone, to a per-process CPU-clock event at HZ, so every
-# run counted is one of the target's samples. A round measures every program once for
-# SECONDS (forward, then backward on the next round); RUNS rounds.
+# The driver tests/bench/floor.c runs a CPU-bound LuaJIT loop and attaches the programs of
+# tests/bench/floor.bpf.c to per-process CPU-clock events at 1000 Hz, so every run counted
+# is one of the target's samples. A round measures every program once for SECONDS
+# (forward, then backward on the next round); RUNS rounds. MODE:
+#  * "alone" (default): one program at a time, as cold as the sampler, which runs alone
+#    too: the floor to compare with bench_sampler_cost.sh. The machine's load swings
+#    (2-3x over seconds on a shared VM) land on some programs and not others.
+#  * "together": all programs at once, each on its own event of the same process, so all
+#    see the same load. Their timers fire together, so a program finds what earlier ones
+#    touched in cache: figures are lower than alone, a lower bound of the floor.
 #  * "ns/run": median of the RUNS per-round figures, with min and max. bpf_stats times a
 #    program between two clock reads inside the kernel, so "empty" is the fixed cost of
 #    running any program plus one clock read; the kernel's perf and timer interrupt work
@@ -28,18 +34,23 @@
 #  * "faults": failed user reads (a fault takes a slower path, so a row with faults is
 #    not a floor; expect 0).
 # kernel.bpf_stats_enabled is set for the run and restored afterwards.
-# usage: sudo tests/bench/bench_floor.sh [BUILD_DIR] [RUNS] [SECONDS] [HZ] [DEPTH]
+# usage: sudo tests/bench/bench_floor.sh [BUILD_DIR] [RUNS] [SECONDS] [MODE] [DEPTH]
 set -euo pipefail
 
 SRC=$(cd "$(dirname "$0")/../.." && pwd)
 BUILD=${1:-$SRC/build}
 RUNS=${2:-5}
 SECS=${3:-1}
-HZ=${4:-1000}
+MODE=${4:-alone}
 DEPTH=${5:-32}
 LUAJIT=$BUILD/luajit/bin/luajit
 
 [ "$(id -u)" = 0 ] || { echo "bench_floor.sh: needs root (BPF)" >&2; exit 77; }
+case $MODE in
+  alone) together=() ;;
+  together) together=(-t) ;;
+  *) echo "bench_floor.sh: MODE is alone or together, not $MODE" >&2; exit 2 ;;
+esac
 [ -x "$LUAJIT" ] && [ -f "$BUILD/bpf/vmlinux.h" ] || { echo "bench_floor.sh: build first ($BUILD)" >&2; exit 1; }
 # The tools the build was configured with, else the ones on PATH.
 CLANG=$(sed -n 's/^CLANG:FILEPATH=//p' "$BUILD/CMakeCache.txt" 2>/dev/null || true)
@@ -60,8 +71,8 @@ cc -O2 -Wall -Wextra -o "$TMP/floor" "$SRC/tests/bench/floor.c" -I"$TMP" \
   $(pkg-config --libs --static libbpf libelf)
 
 sysctl -qw kernel.bpf_stats_enabled=1
-echo "floor cost per sample, $HZ Hz, ${SECS} s per run, median of $RUNS runs (min-max); $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
-"$TMP/floor" -F "$HZ" -r "$RUNS" -s "$SECS" "$LUAJIT" -e "local x=0 for i=1,1e15 do x=x+i end" >"$TMP/runs" ||
+echo "floor cost per sample, programs $MODE, 1000 Hz, ${SECS} s per run, median of $RUNS runs (min-max); $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+"$TMP/floor" "${together[@]}" -F 1000 -r "$RUNS" -s "$SECS" "$LUAJIT" -e "local x=0 for i=1,1e15 do x=x+i end" >"$TMP/runs" ||
   { echo "bench_floor.sh: driver failed" >&2; exit 1; }
 
 awk -v depth="$DEPTH" '
