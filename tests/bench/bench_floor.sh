@@ -24,13 +24,15 @@
 #    count (+ a HASH lookup of a 16-byte key that hits and an atomic add: the counts map).
 #    "count" is a whole sample that walks no frame.
 #  * rd8xN: the user registers and N 8-byte user reads up the stack in a loop;
-#    lkN (N = 1, 8, 32): N lookups of distinct entries of a 4096 x 64-byte PERCPU_ARRAY (the sampler's
-#    frame cache shape; the verifier inlines these lookups); ktime: bpf_ktime_get_ns.
+#    lkN (N = 1, 8, 32): N lookups of distinct entries of a 4096 x 64-byte PERCPU_ARRAY
+#    (the sampler's frame cache shape; the verifier inlines these lookups); ktime:
+#    bpf_ktime_get_ns.
 #  * "derived": per-step and per-helper costs, each the median over rounds of the
 #    difference within a round (so a load drift between rounds cancels), with min-max.
 #  * "floor at depth D": count + D x the cheapest per-frame work measured (a per-CPU
 #    lookup or an 8-byte read, whichever is cheaper), and count + D x one 8-byte read (a
-#    walk with no frame cache). A depth-D sampler cannot cost less than the first.
+#    walk with no frame cache). A depth-D sampler that takes these steps cannot cost
+#    less than the first.
 #  * "faults": failed user reads (a fault takes a slower path, so a row with faults is
 #    not a floor; expect 0).
 # kernel.bpf_stats_enabled is set for the run and restored afterwards.
