@@ -1,0 +1,303 @@
+// SPDX-License-Identifier: GPL-2.0
+/* Bench programs for bench_floor.sh: the parts every sample of a LuaJIT stack pays (the
+ * target filter, the user registers, user reads, map lookups, the count), alone and
+ * stacked, each a perf_event program of its own so bpf_stats prices it on this machine. */
+#include "vmlinux.h"
+#include <bpf/bpf_helpers.h>
+
+char LICENSE[] SEC("license") = "GPL";
+
+/* -- Limits, shared with floor.c through the skeleton's .bss ---------------------- */
+
+#define FLOOR_WINDOW 512 /* bytes of the stack window read by "read512" */
+#define FLOOR_FC 4096    /* entries of the lookup table: the sampler's frame cache size */
+#define FLOOR_FC_SIZE 64 /* bytes per entry, as the sampler's frame cache */
+#define FLOOR_NVAR 16    /* slots of faults[], one per program */
+
+/* Failed user reads, by program (its row in floor.c's table): a read that faults
+ * takes another path in the kernel, so a figure with faults is not the floor. */
+__u64 faults[FLOOR_NVAR];
+/* Every value the programs read ends here, so none of the work is dead code. */
+__u64 sink;
+
+/* -- Maps -------------------------------------------------------------------------- */
+
+/* The target filter, as the sampler's procs map: keyed by tgid, filled by floor.c. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 64);
+	__type(key, __u32);
+	__type(value, __u64);
+} targets SEC(".maps");
+
+/* Key of the counts map: 16 bytes, as the sampler's nupp_smp_count_key. */
+struct floor_count_key {
+	__u32 tgid;
+	__u32 zone;
+	__u64 stack;
+};
+
+/* The counts map: floor.c stores the one key the programs count, so every lookup hits
+ * (the sampler's common case: a stack seen before). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct floor_count_key);
+	__type(value, __u64);
+} counts SEC(".maps");
+
+/* Per-CPU scratch for the stack window, as the sampler's scratch map. */
+struct floor_window {
+	__u8 b[FLOOR_WINDOW];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct floor_window);
+} window SEC(".maps");
+
+/* A per-CPU table as the sampler's frame cache: the cheapest per-frame work there is. */
+struct floor_fc_entry {
+	__u64 w[FLOOR_FC_SIZE / 8];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FLOOR_FC);
+	__type(key, __u32);
+	__type(value, struct floor_fc_entry);
+} fcache SEC(".maps");
+
+/* -- Stacked steps: each variant is the previous one plus one step ----------------- */
+
+/* User registers of the sample, as the sampler takes them. */
+struct floor_regs {
+	__u64 ip, bx, dx, bp, r14, sp;
+};
+
+/* Step 2: the target filter. Returns the tgid, or 0 for another process. */
+static __always_inline __u32 floor_filter(void)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
+
+	return bpf_map_lookup_elem(&targets, &tgid) ? tgid : 0;
+}
+
+/* Step 3: the user registers, also for samples taken in kernel mode. Returns 0 if none. */
+static __always_inline int floor_get_regs(struct floor_regs *r)
+{
+	struct pt_regs *ur = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
+
+	if (!ur)
+		return 0;
+	r->ip = ur->ip;
+	r->bx = ur->bx;
+	r->dx = ur->dx;
+	r->bp = ur->bp;
+	r->r14 = ur->r14;
+	r->sp = ur->sp;
+	sink += r->ip ^ r->bx ^ r->dx ^ r->bp ^ r->r14;
+	return 1;
+}
+
+/* Step 4: one 16-byte user read (a frame header's size), at the user stack pointer. */
+static __always_inline void floor_read16(const struct floor_regs *r, __u32 v)
+{
+	__u64 hdr[2];
+
+	if (bpf_probe_read_user(hdr, sizeof(hdr), (const void *)r->sp))
+		faults[v] += 1;
+	else
+		sink += hdr[0] ^ hdr[1];
+}
+
+/* Step 5: a 512-byte stack window read into per-CPU scratch. */
+static __always_inline void floor_read512(const struct floor_regs *r, __u32 v)
+{
+	__u32 zero = 0;
+	struct floor_window *win = bpf_map_lookup_elem(&window, &zero);
+
+	if (!win)
+		return;
+	if (bpf_probe_read_user(win->b, sizeof(win->b), (const void *)r->sp))
+		faults[v] += 1;
+	else
+		sink += win->b[0];
+}
+
+/* Step 6: the count: one lookup of a 16-byte key and an atomic add on its value. */
+static __always_inline void floor_count(__u32 tgid)
+{
+	struct floor_count_key key = { .tgid = tgid, .zone = 0, .stack = 1 };
+	__u64 *n = bpf_map_lookup_elem(&counts, &key);
+
+	if (n)
+		__sync_fetch_and_add(n, 1);
+}
+
+/* Variant 1: nothing; the cost of running a program and of bpf_stats' own clock reads. */
+SEC("perf_event")
+int floor_empty(struct bpf_perf_event_data *ctx)
+{
+	return 0;
+}
+
+/* bpf_get_current_pid_tgid alone (splits variant 2 into its helper and its lookup). */
+SEC("perf_event")
+int floor_pid(struct bpf_perf_event_data *ctx)
+{
+	sink += bpf_get_current_pid_tgid();
+	return 0;
+}
+
+/* Variant 2: the target filter. */
+SEC("perf_event")
+int floor_filt(struct bpf_perf_event_data *ctx)
+{
+	sink += floor_filter();
+	return 0;
+}
+
+/* Variant 3: the filter and the user registers. */
+SEC("perf_event")
+int floor_regs(struct bpf_perf_event_data *ctx)
+{
+	struct floor_regs r;
+
+	if (floor_filter())
+		floor_get_regs(&r);
+	return 0;
+}
+
+/* Variant 4: variant 3 and a 16-byte user read. */
+SEC("perf_event")
+int floor_rd16(struct bpf_perf_event_data *ctx)
+{
+	struct floor_regs r;
+
+	if (floor_filter() && floor_get_regs(&r))
+		floor_read16(&r, 4);
+	return 0;
+}
+
+/* Variant 5: variant 4 and a 512-byte stack window read into per-CPU scratch. */
+SEC("perf_event")
+int floor_win(struct bpf_perf_event_data *ctx)
+{
+	struct floor_regs r;
+
+	if (floor_filter() && floor_get_regs(&r)) {
+		floor_read16(&r, 5);
+		floor_read512(&r, 5);
+	}
+	return 0;
+}
+
+/* Variant 6: variant 5 and the count: a whole sample with no frame walked. */
+SEC("perf_event")
+int floor_cnt(struct bpf_perf_event_data *ctx)
+{
+	struct floor_regs r;
+	__u32 tgid = floor_filter();
+
+	if (tgid && floor_get_regs(&r)) {
+		floor_read16(&r, 6);
+		floor_read512(&r, 6);
+		floor_count(tgid);
+	}
+	return 0;
+}
+
+/* -- Repeated steps: the cost of one more of a kind --------------------------------- */
+
+/* Variant 7: n 8-byte user reads up the user stack (the user registers first). */
+static __always_inline void floor_reads(__u32 n, __u32 v)
+{
+	struct floor_regs r;
+	__u64 x;
+	__u32 i;
+
+	if (!floor_get_regs(&r))
+		return;
+	/* One loop shape for every n: the per-read figure includes a walker's loop step. */
+#pragma clang loop unroll(disable)
+	for (i = 0; i < n; i++) {
+		if (bpf_probe_read_user(&x, sizeof(x), (const void *)(r.sp + 8 * i)))
+			faults[v] += 1;
+		else
+			sink += x;
+	}
+}
+
+/* Variant 8: n lookups of distinct entries of the per-CPU frame-cache-like table. */
+static __always_inline void floor_lookups(__u32 n)
+{
+	struct floor_fc_entry *e;
+	__u32 i, k;
+
+#pragma clang loop unroll(disable)
+	for (i = 0; i < n; i++) {
+		k = (i * 97) & (FLOOR_FC - 1);
+		e = bpf_map_lookup_elem(&fcache, &k);
+		if (e)
+			sink += e->w[0];
+	}
+}
+
+/* Variant 7, N = 1. */
+SEC("perf_event")
+int floor_rd8x1(struct bpf_perf_event_data *ctx)
+{
+	floor_reads(1, 7);
+	return 0;
+}
+
+/* Variant 7, N = 8. */
+SEC("perf_event")
+int floor_rd8x8(struct bpf_perf_event_data *ctx)
+{
+	floor_reads(8, 8);
+	return 0;
+}
+
+/* Variant 7, N = 32. */
+SEC("perf_event")
+int floor_rd8x32(struct bpf_perf_event_data *ctx)
+{
+	floor_reads(32, 9);
+	return 0;
+}
+
+/* Variant 8, N = 1: what a first lookup costs over an empty program. */
+SEC("perf_event")
+int floor_lk1(struct bpf_perf_event_data *ctx)
+{
+	floor_lookups(1);
+	return 0;
+}
+
+/* Variant 8, N = 8. */
+SEC("perf_event")
+int floor_lk8(struct bpf_perf_event_data *ctx)
+{
+	floor_lookups(8);
+	return 0;
+}
+
+/* Variant 8, N = 32. */
+SEC("perf_event")
+int floor_lk32(struct bpf_perf_event_data *ctx)
+{
+	floor_lookups(32);
+	return 0;
+}
+
+/* Variant 9: bpf_ktime_get_ns alone (a clock read, as the run-time statistics take). */
+SEC("perf_event")
+int floor_ktime(struct bpf_perf_event_data *ctx)
+{
+	sink += bpf_ktime_get_ns();
+	return 0;
+}
