@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Benchmark (not a test): wall-time overhead of nupp-bpf record on CPU-bound LuaJIT
-# workloads (tests/bench/workloads, fixed work, self-timed), against no profiler and
+# workloads (tests/bench/workloads, fixed work, self-timed; loader.lua is the worst case
+# for the prototype lifetime probes), against no profiler and
 # LuaJIT's own jit.p (-jp=i1, 1 ms interval).
 # Prints a table of median ratios to the unprofiled run over RUNS paired runs (each
 # profiled run is paired with an unprofiled twin running at the same time), and the
@@ -42,7 +43,7 @@ pair() {
 }
 
 printf '%-10s %10s %12s %14s %12s\n' workload "none (s)" "nupp 99 Hz" "nupp 1000 Hz" "jit.p i1"
-for wl in numeric interp tables; do
+for wl in numeric interp tables loader; do
   : >"$tmp/base"
   for m in nupp99 nupp1000 jp1; do : >"$tmp/$m"; done
   for _ in $(seq "$RUNS"); do
@@ -56,7 +57,7 @@ done
 # Kernel cost per sample at 1000 Hz, from BPF run-time statistics.
 sysctl -qw kernel.bpf_stats_enabled=1
 echo
-for wl in numeric interp tables; do
+for wl in numeric interp tables loader; do
   "$NUPP" -v record -F 1000 -o "$tmp/p.json" -- "$LJ" "$W/$wl.lua" 2>"$tmp/stats" >/dev/null
   grep -E '^nupp-bpf: bpf ' "$tmp/stats" | sed "s/^nupp-bpf: bpf /$wl: /"
 done
