@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
@@ -53,8 +54,12 @@ struct nupp_sampler {
 	int ntargets;
 	struct smp_attach attach[SMP_MAX_ATTACH];
 	int nattach;
-	__u64 stacks_used;
-	long ev_left; /* events the current poll may still handle */
+	/* Stack hashes drained since the stacks map was last emptied (an open-addressing
+	 * set, 0 = empty slot): how full the map is, since BPF stores each stack once. */
+	__u64 *seen;
+	size_t nseen, seen_cap;
+	long ev_left;     /* events the current poll may still handle */
+	__u64 ev_handled; /* events handled (for -v) */
 };
 
 /* Events handled per nupp_sampler_poll: a target that loads and frees code without
@@ -65,6 +70,15 @@ struct nupp_sampler {
 #define SMP_DRAIN_EVENTS 65536
 /* Returned by the ring buffer callback when the poll's budget is spent. */
 #define SMP_EV_BUDGET (-EOVERFLOW)
+
+/* Monotonic microseconds. */
+static __u64 smp_now_us(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (__u64)ts.tv_sec * 1000000 + (__u64)ts.tv_nsec / 1000;
+}
 
 /* process_vm_readv reader for the symbolizer and trace cache. */
 static int smp_read(void *ctx, __u64 addr, void *buf, size_t len)
@@ -145,6 +159,7 @@ static int smp_on_event(void *ctx, void *data, size_t size)
 	struct nupp_sampler *s = ctx;
 
 	smp_handle_event(s, data, size);
+	s->ev_handled++;
 	return --s->ev_left > 0 ? 0 : SMP_EV_BUDGET;
 }
 
@@ -612,6 +627,28 @@ static void smp_lost_where(struct nupp_sampler *s, int ncpu, const __u64 *zero)
 	free(all);
 }
 
+/* Adds a drained stack hash to the set of stored stacks. */
+static void smp_seen_add(struct nupp_sampler *s, __u64 h)
+{
+	size_t i;
+
+	if (!s->seen) {
+		s->seen_cap = 4 * (size_t)s->opts.max_stacks;
+		s->seen = calloc(s->seen_cap, sizeof(*s->seen));
+		if (!s->seen)
+			return;
+	}
+	h = h ? h : 1;
+	for (i = (size_t)(h * 0x9e3779b97f4a7c15ull) % s->seen_cap; s->seen[i]; i = (i + 1) % s->seen_cap)
+		if (s->seen[i] == h)
+			return;
+	/* The set holds at most max_stacks / 2 + one drain's keys (<= max_stacks). */
+	if (s->nseen + 1 < s->seen_cap) {
+		s->seen[i] = h;
+		s->nseen++;
+	}
+}
+
 /* Reads the BPF counts, names every frame and adds them to out. */
 int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 {
@@ -621,7 +658,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	struct nupp_smp_stack *st = malloc(sizeof(*st));
 	struct smp_row *rows = NULL;
 	size_t nkeys = 0, nrows = 0, cap = 0, i;
-	__u64 *vals = NULL;
+	__u64 *vals = NULL, t0 = smp_now_us();
 	__u32 r;
 	int e = 0, have = 0;
 
@@ -629,6 +666,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		free(st);
 		return -ENOMEM;
 	}
+	s->ev_handled = 0;
 	smp_consume(s, SMP_DRAIN_EVENTS);
 	/* Every sample counted from now on has a prototype generation >= pgen. */
 	for (i = 0; i < (size_t)s->ntargets; i++) {
@@ -684,6 +722,8 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		nrows++;
 	}
 	smp_name_rows(s, rows, nrows);
+	nupp_pr(NUPP_DEBUG, "drain: %zu stacks, %llu events, %llu us\n", nrows,
+		(unsigned long long)s->ev_handled, (unsigned long long)(smp_now_us() - t0));
 	for (i = 0; i < nrows; i++) {
 		e = smp_add_row(&rows[i], out);
 		if (e)
@@ -709,11 +749,16 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	 * batch (4096 keys x CPUs), and only the counters that moved are zeroed. */
 	memset(vals, 0, ncpu * sizeof(*vals));
 	smp_lost_where(s, ncpu, vals);
-	/* Stacks stay (new samples reuse them) until the map is half full. */
-	if (nkeys > s->opts.max_stacks / 2) {
+	/* Stacks stay (new samples reuse them) until the map is half full. Samples of a
+	 * process that frees prototypes get new stacks (the generation is in the key). */
+	for (i = 0; i < nkeys; i++)
+		smp_seen_add(s, keys[i].stack);
+	if (s->nseen > s->opts.max_stacks / 2) {
 		__u64 sk, sn;
 		int h = 0;
 
+		memset(s->seen, 0, s->seen_cap * sizeof(*s->seen));
+		s->nseen = 0;
 		while (bpf_map_get_next_key(sfd, h ? &sk : NULL, &sn) == 0) {
 			bpf_map_delete_elem(sfd, &sn);
 			h = 0;
@@ -796,6 +841,7 @@ void nupp_sampler_close(struct nupp_sampler *s)
 		for (j = 0; j < SMP_PROBES; j++)
 			bpf_link__destroy(s->attach[i].links[j]);
 	ring_buffer__free(s->rb);
+	free(s->seen);
 	for (i = 0; i < s->ntargets; i++) {
 		nupp_sym_free(s->targets[i].sym);
 		nupp_traces_free(s->targets[i].traces);

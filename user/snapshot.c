@@ -536,7 +536,9 @@ void nupp_traces_kill(struct nupp_traces *t, __u64 T)
 {
 	int i;
 
-	for (i = 0; i < TR_BUCKETS; i++)
+	/* One trace: its bucket only (a target that compiles without pause frees
+	 * thousands of traces between two drains). */
+	for (i = T ? (int)tr_bucket(T) : 0; i < (T ? (int)tr_bucket(T) + 1 : TR_BUCKETS); i++)
 		for (struct tr_entry *e = t->b[i]; e; e = e->next)
 			if (!T || e->T == T)
 				e->dead = 1;
