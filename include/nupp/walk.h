@@ -125,6 +125,7 @@ struct nupp_walk {
 	__u32 iter;        /* frames visited in the current lua_State (0 = leaf) */
 	__u32 mode;        /* enum nupp_walk_mode */
 	__u32 skip;        /* the next frame is a vararg pseudo-frame */
+	__u64 skip_fn;     /* ... of this function, validated by the frame above (0: none) */
 	__s32 result;      /* enum nupp_walk_result */
 	__u32 coro;        /* coroutine levels chained */
 	__u32 why;         /* source line of the walker that ended the walk (diagnosis) */
@@ -631,6 +632,11 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	lt = (link & lo->frame_type) == lo->frame_lua ? (__u8)lo->frame_lua : (__u8)(link & lo->frame_typep);
 	if (fn == w->L)
 		goto step; /* dummy frame (lj_debug.c:30-31) */
+	/* A vararg pseudo-frame repeats the call of the frame above it (lj_debug.c:40-42) and
+	 * emits nothing: when it holds the function that frame validated (read in this walk
+	 * or taken from the frame cache), reading it again would only find the same. */
+	if (skip && fn == w->skip_fn)
+		goto step;
 	/* The PC a Lua frame would take from its caller's link or, for the leaf, from the
 	 * first candidate: a cache hit means it lies inside the function's prototype, so the
 	 * reads below would choose it too. */
@@ -716,6 +722,7 @@ window:
 	if (!link)
 		NUPP_WALK_GOTO(bad);
 	skip = 0;
+	f = 0; /* this frame was not emitted */
 
 step:
 	if ((link & lo->frame_type) == lo->frame_lua) {
@@ -739,8 +746,10 @@ step:
 		w->pc_above = 0;
 		if (t == lo->frame_cont && nupp_walk_slot64(w, frame - 2 * tvsz, &w->pc_above))
 			NUPP_WALK_GOTO(fault); /* frame_contpc (lj_frame.h:87-106) */
-		if (t == lo->frame_varg)
+		if (t == lo->frame_varg) {
 			w->skip = 1; /* the pseudo-frame below repeats the call (lj_debug.c:40-42) */
+			w->skip_fn = hit || f ? fn : 0;
+		}
 		else if (skip)
 			nupp_walk_relink(w, (__u8)t);
 		next = frame - (link & ~(__u64)lo->frame_typep); /* frame_prevd (lj_frame.h:85) */

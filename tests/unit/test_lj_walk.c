@@ -143,6 +143,8 @@ static void setup(void)
 }
 
 static struct nupp_walk w;
+/* The stack of the last walk, for comparisons. */
+static struct nupp_smp_stack saved;
 
 /* Registers for an interpreter sample (REGS mode) with BASE and PC. */
 static struct nupp_walk_regs regs_interp(__u64 base, __u64 pc)
@@ -341,6 +343,44 @@ START_TEST(walk_vararg_pseudo_frame_is_skipped)
 	ck_assert_int_eq(w.st.frames[0].pos, 2);
 	ck_assert_uint_eq(w.st.frames[0].link, lo->frame_lua); /* relinked to the real call */
 	ck_assert_int_eq(w.st.frames[1].pos, 7);
+}
+END_TEST
+
+START_TEST(walk_vararg_pseudo_frame_of_a_cached_frame_is_not_read)
+{
+	__u64 fm, ff, b0, b1, b2, vf, pt, real, hash;
+	int pass;
+
+	setup();
+	vf = new_lua_fn(30, 40, &pt);
+	b2 = chain3(&fm, &ff, vf, &b0, &b1);
+	real = b2 + 8 * 4;
+	frame(real, vf, (real - b2) | lo->frame_varg);
+	{
+		struct nupp_walk_regs r = regs_interp(real, ret_pc(vf, 2));
+
+		w.fc_tag = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		hash = w.hash;
+		saved = w.st;
+		/* filled, then hit: vf, f and main from the cache; the pseudo-frame holds vf,
+		 * which the cache hit above it stands for, so only its link's CALL is read */
+		w.fc_tag = (400ull << 22) | 9;
+		for (pass = 0; pass < 2; pass++) {
+			reads = 0;
+			ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+			ck_assert_uint_eq(w.hash, hash);
+			ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+		}
+		ck_assert_uint_eq(w.fc_hits, 3);
+		ck_assert_int_eq(reads, 3); /* VM state, stack window, the call site */
+
+		/* a pseudo-frame holding something else is read and refused, cache or not */
+		put64(b2 - 16, ((__u64)lo->itype_func << lo->itype_shift) | new_str("not a function"));
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
+		w.fc_tag = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
+	}
 }
 END_TEST
 
@@ -778,9 +818,6 @@ static __u32 hits_expected(void)
 	return hits;
 }
 
-/* The stack of the last walk, for comparisons. */
-static struct nupp_smp_stack saved;
-
 START_TEST(walk_frame_cache_gives_the_same_stacks_with_fewer_reads)
 {
 	__u64 fns[40], pts[40], pt_leaf, leaf, b, hash;
@@ -941,6 +978,7 @@ int main(void)
 	tcase_add_test(tc, walk_call_window_uses_rbx_as_link);
 	tcase_add_test(tc, walk_return_window_and_stale_link);
 	tcase_add_test(tc, walk_vararg_pseudo_frame_is_skipped);
+	tcase_add_test(tc, walk_vararg_pseudo_frame_of_a_cached_frame_is_not_read);
 	tcase_add_test(tc, walk_continuation_and_pcall_frames);
 	tcase_add_test(tc, walk_trace_start_frame_and_mcode_offset);
 	tcase_add_test(tc, walk_coroutine_chains_to_resumer);
