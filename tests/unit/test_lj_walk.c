@@ -467,6 +467,73 @@ START_TEST(walk_trace_start_frame_and_mcode_offset)
 }
 END_TEST
 
+START_TEST(walk_trace_caches_give_the_same_stack_with_fewer_reads)
+{
+	__u64 fm, ff, b0, b1, b2, leaf, pt_leaf, pt2, J, arr, T, T2, mcode, hash;
+	int pass;
+
+	setup();
+	mcode = A(0xc0000);
+	leaf = new_lua_fn(30, 20, &pt_leaf);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	J = g + (__s64)lo->gg_g2j;
+	arr = alloc_obj(8 * 8);
+	T = alloc_obj(lo->T_size);
+	put64(J + lo->J_trace, arr);
+	put32(J + lo->J_sizetrace, 8);
+	put64(arr + 8 * 3, T);
+	put64(T + lo->T_mcode, mcode);
+	put32(T + lo->T_szmcode, 0x200);
+	put64(g + lo->g_jit_base, b2);
+	put32(g + lo->g_vmstate, 3);
+	{
+		struct nupp_walk_regs r = { .ip = mcode + 0x42, .rbx = 0x99, .rdx = 0x98, .r14 = 0 };
+
+		w.fc_tag = w.tc_tag = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		hash = w.hash;
+		saved = w.st;
+		/* filled, then hit: the trace from the trace cache, the start frame (no PC)
+		 * from the frame cache after its GCfunc is read again, its callers hit */
+		w.fc_tag = (500ull << 22) | 3;
+		w.tc_tag = (600ull << 22) | 3;
+		for (pass = 0; pass < 2; pass++) {
+			reads = 0;
+			ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+			ck_assert_uint_eq(w.hash, hash);
+			ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+		}
+		ck_assert_uint_eq(w.fc_hits, 3);
+		ck_assert_int_eq(reads, 3); /* VM state, stack window, the start frame's GCfunc */
+
+		/* trace 3 is freed and another trace takes its number: luajit:trace_free and
+		 * trace_stop bumped the epoch, so the new trace is read */
+		T2 = alloc_obj(lo->T_size);
+		put64(arr + 8 * 3, T2);
+		put64(T2 + lo->T_mcode, mcode + 0x1000);
+		put32(T2 + lo->T_szmcode, 0x200);
+		w.tc_tag = (601ull << 22) | 3;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.trace, T2);
+		ck_assert_uint_eq(w.st.mcode, mcode + 0x1000);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_TRACE); /* ip is not in its mcode */
+
+		/* the start frame's GCfunc now runs another prototype (a closure freed and
+		 * its memory reused, same slot and link): the function read shows it */
+		new_lua_fn(12, 70, &pt2);
+		put64(leaf + lo->fn_pc, pt2 + lo->pt_size);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.frames[0].ptr, pt2);
+		ck_assert_uint_eq(w.st.frames[0].sizebc, 12);
+		ck_assert_int_eq(w.st.frames[0].firstline, 70);
+		ck_assert_int_eq(w.st.frames[0].pos, -1);
+		ck_assert_mem_eq(&w.st.frames[1], &saved.frames[1], 2 * sizeof(saved.frames[1]));
+		ck_assert_uint_ne(pt2, pt_leaf);
+	}
+	w.fc_tag = w.tc_tag = 0;
+}
+END_TEST
+
 START_TEST(walk_coroutine_chains_to_resumer)
 {
 	__u64 fm, ff, b0, b1, b2, wrapf, body, cb, cf_co, pcf;
@@ -981,6 +1048,7 @@ int main(void)
 	tcase_add_test(tc, walk_vararg_pseudo_frame_of_a_cached_frame_is_not_read);
 	tcase_add_test(tc, walk_continuation_and_pcall_frames);
 	tcase_add_test(tc, walk_trace_start_frame_and_mcode_offset);
+	tcase_add_test(tc, walk_trace_caches_give_the_same_stack_with_fewer_reads);
 	tcase_add_test(tc, walk_coroutine_chains_to_resumer);
 	tcase_add_test(tc, walk_cycle_and_bad_pointer_end_bounded);
 	tcase_add_test(tc, walk_depth_truncation_is_counted);
