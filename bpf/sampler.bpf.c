@@ -35,6 +35,9 @@ int paused = 0;                                      /* pause flag: one test per
 /* Frame cache epoch: bumped by every prototype freed in a target, every VM opened or
  * closed, and by userspace when it adds a process; part of every cache entry's tag. */
 __u64 fc_epoch = 1;
+/* Trace cache epoch: bumped by every trace stopped, freed or flushed in a target; the
+ * trace cache's tag is made of both epochs (their sum grows when either does). */
+__u64 tc_epoch = 0;
 
 /* -- Maps (sizes set at run time by user/sampler.c) ------------------------------ */
 
@@ -240,6 +243,8 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 	}
 	/* tgid < 2^22 (PID_MAX_LIMIT): the tag names the process and the epoch. */
 	s->w.fc_tag = fc_ok ? (fc_epoch << 22) | (tgid & 0x3fffff) : 0;
+	/* The trace lifetime probes are attached with luajit:proto_free (fc_ok). */
+	s->w.tc_tag = fc_ok ? ((fc_epoch + tc_epoch) << 22) | (tgid & 0x3fffff) : 0;
 	for (attempt = 0; attempt < 2; attempt++) {
 		err = nupp_walk_start(&s->w, &s->lo, g, &r, max_depth, how, &vmstate);
 		if (err) {
@@ -340,8 +345,8 @@ int BPF_USDT(nupp_smp_vm_open, __u64 g, __u64 L, __u64 layout)
 	n = __sync_fetch_and_add(&p->nvm, 1);
 	if (n < NUPP_SMP_MAX_VMS) {
 		p->zone_addr[n & (NUPP_SMP_MAX_VMS - 1)] = 0;
-		/* This program fires, so luajit:proto_free of the same binary is attached too
-		 * (nupp_sampler_watch attaches it first). */
+		/* This program fires, so luajit:proto_free and the trace lifetime probes of the
+		 * same binary are attached too (nupp_sampler_watch attaches them first). */
 		p->fc_ok[n & (NUPP_SMP_MAX_VMS - 1)] = 1;
 		p->g[n & (NUPP_SMP_MAX_VMS - 1)] = g;
 	} else {
@@ -462,35 +467,43 @@ lost:
 	return 0;
 }
 
-/* luajit:trace_stop(g, traceno, T, loc, link, linktype): a new trace to decode. */
+/* luajit:trace_stop(g, traceno, T, loc, link, linktype): a new trace to decode; the
+ * trace array changes (the samplers' trace caches forget it). */
 SEC("usdt")
 int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (bpf_map_lookup_elem(&procs, &tgid))
+	if (bpf_map_lookup_elem(&procs, &tgid)) {
+		__sync_fetch_and_add(&tc_epoch, 1);
 		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno);
+	}
 	return 0;
 }
 
-/* luajit:trace_free(g, T, traceno, mcode): the trace's cache entry dies after a drain. */
+/* luajit:trace_free(g, T, traceno, mcode): the trace's cache entry dies after a drain,
+ * and at once in the samplers' trace caches. */
 SEC("usdt")
 int BPF_USDT(nupp_smp_trace_free, __u64 g, __u64 T, __u32 traceno, __u64 mcode)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (bpf_map_lookup_elem(&procs, &tgid))
+	if (bpf_map_lookup_elem(&procs, &tgid)) {
+		__sync_fetch_and_add(&tc_epoch, 1);
 		smp_event(NUPP_SMP_EV_TRACE_FREE, tgid, g, T, mcode, traceno);
+	}
 	return 0;
 }
 
-/* luajit:trace_flush(g): every trace of the VM dies. */
+/* luajit:trace_flush(g): every trace of the VM dies (the trace array was cleared). */
 SEC("usdt")
 int BPF_USDT(nupp_smp_trace_flush, __u64 g)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (bpf_map_lookup_elem(&procs, &tgid))
+	if (bpf_map_lookup_elem(&procs, &tgid)) {
+		__sync_fetch_and_add(&tc_epoch, 1);
 		smp_event(NUPP_SMP_EV_TRACE_FLUSH, tgid, g, 0, 0, 0);
+	}
 	return 0;
 }

@@ -302,8 +302,9 @@ fail:
 /* Attaches the VM and trace lifetime probes of binary for pid (-1: every process). */
 static int smp_attach_probes(struct nupp_sampler *s, const char *binary, pid_t pid)
 {
-	/* proto_free before vm_open: a VM seen opening has its prototype frees watched, which
-	 * its samples' frame cache relies on (bpf/sampler.bpf.c). */
+	/* proto_free and the trace probes before vm_open: a VM seen opening has its prototype
+	 * frees and trace changes watched, which its samples' frame and trace caches rely on
+	 * (bpf/sampler.bpf.c). */
 	static const char *const names[SMP_PROBES] = { "proto_free",  "proto_new",   "vm_close", "trace_stop",
 						       "trace_free", "trace_flush", "vm_open" };
 	struct bpf_program *progs[SMP_PROBES] = {

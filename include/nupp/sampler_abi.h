@@ -89,8 +89,9 @@ struct nupp_smp_proc {
 	__u32 nvm;      /* slots of g[] used (0: no VM known yet); a closed VM leaves 0 */
 	__u32 layout_ok;
 	__u64 g[NUPP_SMP_MAX_VMS];
-	/* 1 when luajit:proto_free of the VM's LuaJIT is attached for this process, so the
-	 * walker's frame cache may be used for its samples (include/nupp/walk.h). */
+	/* 1 when luajit:proto_free and the trace lifetime probes (trace_stop, trace_free,
+	 * trace_flush) of the VM's LuaJIT are attached for this process, so the walker's
+	 * frame and trace caches may be used for its samples (include/nupp/walk.h). */
 	__u8 fc_ok[NUPP_SMP_MAX_VMS];
 	__u64 zone_addr[NUPP_SMP_MAX_VMS]; /* address of the VM's u32 zone id, 0 = none */
 	/* Prototype generation: +1 for every prototype the process frees (luajit:proto_free).

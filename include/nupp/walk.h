@@ -54,7 +54,11 @@
  * closure of another live prototype runs with a PC inside that other prototype. So an
  * entry is right until a prototype is freed: the includer's tag (fc_tag, 0 = no cache)
  * names the process and the count of prototype frees (luajit:proto_free) and VM
- * lifetime events, and an entry with another tag is never used. */
+ * lifetime events, and an entry with another tag is never used. A trace's start frame
+ * has no PC (its snapshot has it): its entry is keyed by the function's bytecode address
+ * instead of a PC, never one of an entry keyed by a PC (a return PC lies past it), and
+ * is only used when the GCfunc, read again, is a Lua function with that bytecode: the
+ * prototype it names is one whose facts the tag keeps. */
 #ifndef NUPP_WALK_FC
 #define NUPP_WALK_FC 256 /* entries, direct-mapped (power of two) */
 #endif
@@ -63,6 +67,15 @@
 #ifndef NUPP_WALK_FC_ENTRY
 #define NUPP_WALK_FC_IN_STATE 1
 #define NUPP_WALK_FC_ENTRY(w, i) (&(w)->fc[(i) & (NUPP_WALK_FC - 1)])
+#endif
+
+/* The trace cache: what nupp_walk_trace found for a trace number of a VM (its GCtrace,
+ * machine code and size), kept across walks. The includer's tag (tc_tag, 0 = no cache)
+ * names the process and a count that every change of a VM's trace array (a trace
+ * stopped, freed or flushed: luajit:trace_stop, trace_free, trace_flush) and every VM
+ * lifetime event bumps; an entry with another tag is never used. */
+#ifndef NUPP_WALK_TC
+#define NUPP_WALK_TC 64 /* entries, direct-mapped by trace number (power of two) */
 #endif
 
 /* Iterations of the walk: frames, plus vararg pseudo-frames, dummy frames, separators. */
@@ -100,6 +113,16 @@ struct nupp_walk_ins {
 	__u32 pad;
 };
 
+/* A trace cache entry. */
+struct nupp_walk_tc {
+	__u64 tag;   /* tc_tag of the walk that filled it (0: empty) */
+	__u64 g;     /* key: global_State, and the trace number */
+	__u64 T;     /* GCtrace* */
+	__u64 mcode; /* T->mcode */
+	__u32 traceno;
+	__u32 szmcode; /* T->szmcode */
+};
+
 /* A frame cache entry (64 bytes). */
 struct nupp_walk_fc {
 	__u64 fn, pc, link; /* key: GCfunc, its PC (inside its prototype), its link */
@@ -125,6 +148,7 @@ struct nupp_walk {
 	__u32 iter;        /* frames visited in the current lua_State (0 = leaf) */
 	__u32 mode;        /* enum nupp_walk_mode */
 	__u32 skip;        /* the next frame is a vararg pseudo-frame */
+	__u64 skip_fn;     /* ... of this function, validated by the frame above (0: none) */
 	__s32 result;      /* enum nupp_walk_result */
 	__u32 coro;        /* coroutine levels chained */
 	__u32 why;         /* source line of the walker that ended the walk (diagnosis) */
@@ -137,6 +161,7 @@ struct nupp_walk {
 	__u64 rep_gcv;        /* the layout's gcvmask (nupp_walk_repeat has no layout) */
 	__u64 rep_delta;      /* ... and the distance to the frame below it (0: none) */
 	__u64 fc_tag;         /* frame cache tag set by the includer (0: cache off) */
+	__u64 tc_tag;         /* trace cache tag set by the includer (0: cache off) */
 	__u32 fc_hits, fc_fills; /* frames taken from / stored in the cache in this walk */
 	unsigned char gbuf[512 + 128]; /* [main lua_State +] global_State fields read at start */
 	unsigned char Lbuf[128 + 8];  /* lua_State (NUPP_WALK_L_READ bytes) */
@@ -147,6 +172,7 @@ struct nupp_walk {
 	struct nupp_walk_fn fns[NUPP_WALK_MEMO];     /* functions met in this walk */
 	struct nupp_walk_ins insns[NUPP_WALK_MEMO];  /* CALL instructions met in this walk */
 	struct nupp_smp_stack st;
+	struct nupp_walk_tc tc[NUPP_WALK_TC]; /* the trace cache (kept across walks) */
 #ifdef NUPP_WALK_FC_IN_STATE
 	struct nupp_walk_fc fc[NUPP_WALK_FC]; /* the frame cache (kept across walks) */
 #endif
@@ -273,6 +299,16 @@ NUPP_WALK_INLINE int nupp_walk_pc_in(__u64 pc, __u64 bc, __u32 sizebc)
 }
 
 /* -- Reads shared within one walk --------------------------------------------- */
+
+/* The bytecode of the Lua function at fn, read now into fnbuf; 0 when fn is unreadable
+ * or not a Lua function. */
+NUPP_WALK_INLINE __u64 nupp_walk_fn_bc(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 fn)
+{
+	if (!fn || NUPP_WALK_READ(w->fnbuf, NUPP_WALK_FN_READ, fn) || w->fnbuf[lo->fn_gct & 63] != lo->gct_func ||
+	    w->fnbuf[lo->fn_ffid & 63] != lo->ff_lua)
+		return 0;
+	return nupp_walk_u64(w->fnbuf, lo->fn_pc, 63);
+}
 
 /* Frame cache slot of a (GCfunc, PC, link) key. */
 NUPP_WALK_INLINE __u32 nupp_walk_fc_slot(__u64 fn, __u64 pc, __u64 link)
@@ -631,6 +667,11 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	lt = (link & lo->frame_type) == lo->frame_lua ? (__u8)lo->frame_lua : (__u8)(link & lo->frame_typep);
 	if (fn == w->L)
 		goto step; /* dummy frame (lj_debug.c:30-31) */
+	/* A vararg pseudo-frame repeats the call of the frame above it (lj_debug.c:40-42) and
+	 * emits nothing: when it holds the function that frame validated (read in this walk
+	 * or taken from the frame cache), reading it again would only find the same. */
+	if (skip && fn == w->skip_fn)
+		goto step;
 	/* The PC a Lua frame would take from its caller's link or, for the leaf, from the
 	 * first candidate: a cache hit means it lies inside the function's prototype, so the
 	 * reads below would choose it too. */
@@ -642,6 +683,20 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 					   lt))
 				return 1;
 			pc = cand;
+			ins = c->ins;
+			hit = 1;
+			w->fc_hits++;
+			goto step;
+		}
+	}
+	if (w->fc_tag && !skip && first && w->mode == NUPP_WALK_TRACE) {
+		/* A trace's start frame: keyed by its bytecode, read now (see NUPP_WALK_FC). */
+		cand = nupp_walk_fn_bc(w, lo, fn);
+		c = cand ? NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, cand, link)) : 0;
+		if (c && c->tag == w->fc_tag && c->fn == fn && c->pc == cand && c->link == link) {
+			if (nupp_walk_emit(w, NUPP_SMP_LUA, c->proto, c->chunk, c->firstline, c->sizebc, c->pos,
+					   lt))
+				return 1;
 			ins = c->ins;
 			hit = 1;
 			w->fc_hits++;
@@ -716,6 +771,7 @@ window:
 	if (!link)
 		NUPP_WALK_GOTO(bad);
 	skip = 0;
+	f = 0; /* this frame was not emitted */
 
 step:
 	if ((link & lo->frame_type) == lo->frame_lua) {
@@ -739,22 +795,26 @@ step:
 		w->pc_above = 0;
 		if (t == lo->frame_cont && nupp_walk_slot64(w, frame - 2 * tvsz, &w->pc_above))
 			NUPP_WALK_GOTO(fault); /* frame_contpc (lj_frame.h:87-106) */
-		if (t == lo->frame_varg)
+		if (t == lo->frame_varg) {
 			w->skip = 1; /* the pseudo-frame below repeats the call (lj_debug.c:40-42) */
+			w->skip_fn = hit || f ? fn : 0;
+		}
 		else if (skip)
 			nupp_walk_relink(w, (__u8)t);
 		next = frame - (link & ~(__u64)lo->frame_typep); /* frame_prevd (lj_frame.h:85) */
 	}
 	if (next >= frame || (next & 7))
 		NUPP_WALK_GOTO(bad); /* links only go down the stack: a cycle or garbage */
-	if (!hit && w->fc_tag && f && ffid == lo->ff_lua && !skip && pc && pc == cand) {
-		/* A Lua frame whose PC was validated inside its prototype: keep it. */
-		c = NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, pc, link));
+	/* A Lua frame whose PC was validated inside its prototype, or a trace's start frame
+	 * (no PC: cand is its bytecode): keep it. */
+	if (!hit && w->fc_tag && f && ffid == lo->ff_lua && !skip && cand &&
+	    (pc == cand || (!pc && first && w->mode == NUPP_WALK_TRACE && cand == bc))) {
+		c = NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, cand, link));
 		if (!c)
 			goto filled;
 		c->tag = w->fc_tag;
 		c->fn = fn;
-		c->pc = pc;
+		c->pc = cand;
 		c->link = link;
 		c->proto = bc - lo->pt_size;
 		c->chunk = f->chunk;
@@ -940,14 +1000,31 @@ NUPP_WALK_INLINE void nupp_walk_trace(struct nupp_walk *w, const struct nupp_lj_
 {
 	__u64 J = w->g + (__s64)lo->gg_g2j, arr = 0, T = 0, mcode = 0;
 	__u32 size = 0, sz = 0;
+	struct nupp_walk_tc *c = &w->tc[(__u32)vmstate & (NUPP_WALK_TC - 1)];
 
-	if (vmstate < 0 || nupp_walk_read2(w, J, lo->J_trace, lo->J_sizetrace, &arr, &size) ||
-	    (__u32)vmstate >= size)
+	if (vmstate < 0)
+		return;
+	if (w->tc_tag && c->tag == w->tc_tag && c->g == w->g && c->traceno == (__u32)vmstate) {
+		T = c->T;
+		mcode = c->mcode;
+		sz = c->szmcode;
+		goto found;
+	}
+	if (nupp_walk_read2(w, J, lo->J_trace, lo->J_sizetrace, &arr, &size) || (__u32)vmstate >= size)
 		return;
 	if (NUPP_WALK_READ(&T, 8, arr + 8ull * (__u32)vmstate) || !T)
 		return;
 	if (nupp_walk_read2(w, T, lo->T_mcode, lo->T_szmcode, &mcode, &sz))
 		return;
+	if (w->tc_tag) {
+		c->tag = w->tc_tag;
+		c->g = w->g;
+		c->traceno = (__u32)vmstate;
+		c->T = T;
+		c->mcode = mcode;
+		c->szmcode = sz;
+	}
+found:
 	w->st.traceno = (__u32)vmstate;
 	w->st.trace = T;
 	w->st.mcode = mcode;

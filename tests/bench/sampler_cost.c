@@ -46,12 +46,35 @@ static __u64 cost_percpu_sum(int fd, __u32 key, int ncpu)
 	return sum;
 }
 
-/* Attaches the sampler's luajit:proto_free program, when the build has one. */
-static struct bpf_link *cost_attach_proto_free(struct bpf_object *obj, pid_t pid, const char *bin)
-{
-	struct bpf_program *prog = bpf_object__find_program_by_name(obj, "nupp_smp_proto_free");
+/* The lifetime probes the sampler's caches rely on, attached before vm_open as
+ * nupp_sampler_watch does: prototype frees and trace array changes. */
+#define COST_PROBES 4
+static const char *const cost_probe[COST_PROBES][2] = {
+	{ "nupp_smp_proto_free", "proto_free" },
+	{ "nupp_smp_trace_stop", "trace_stop" },
+	{ "nupp_smp_trace_free", "trace_free" },
+	{ "nupp_smp_trace_flush", "trace_flush" },
+};
 
-	return prog ? bpf_program__attach_usdt(prog, pid, bin, "luajit", "proto_free", NULL) : NULL;
+/* Attaches the sampler's lifetime programs the build has; links in l[COST_PROBES]. */
+static void cost_attach_probes(struct bpf_object *obj, pid_t pid, const char *bin, struct bpf_link **l)
+{
+	struct bpf_program *prog;
+	int i;
+
+	for (i = 0; i < COST_PROBES; i++) {
+		prog = bpf_object__find_program_by_name(obj, cost_probe[i][0]);
+		l[i] = prog ? bpf_program__attach_usdt(prog, pid, bin, "luajit", cost_probe[i][1], NULL) : NULL;
+	}
+}
+
+/* Destroys the links of cost_attach_probes. */
+static void cost_detach_probes(struct bpf_link **l)
+{
+	int i;
+
+	for (i = 0; i < COST_PROBES; i++)
+		bpf_link__destroy(l[i]);
 }
 
 /* usage: sampler_cost [-F HZ] [-e DEPTH] CMD [ARGS...]; prints one "key=value ..." line
@@ -63,11 +86,11 @@ int main(int argc, char **argv)
 	struct nupp_smp_stack *st = malloc(sizeof(*st));
 	struct perf_event_attr a = { .size = sizeof(a), .type = PERF_TYPE_SOFTWARE,
 				     .config = PERF_COUNT_SW_CPU_CLOCK, .freq = 1 };
-	struct bpf_link *vm_link = NULL, *plink = NULL, *pf_link = NULL;
+	struct bpf_link *vm_link = NULL, *plink = NULL, *pf_link[COST_PROBES] = { NULL };
 	struct sampler_bpf *skel = NULL;
 #ifdef COST_BASE
 	struct base_bpf *bskel = NULL;
-	struct bpf_link *bvm_link = NULL, *bplink = NULL, *bpf_link_pf = NULL;
+	struct bpf_link *bvm_link = NULL, *bplink = NULL, *bpf_link_pf[COST_PROBES] = { NULL };
 	struct bpf_prog_info binfo;
 	int bpfd = -1;
 #endif
@@ -124,8 +147,8 @@ int main(int argc, char **argv)
 	memset(&proc, 0, sizeof(proc));
 	if (bpf_map_update_elem(bpf_map__fd(skel->maps.procs), &tgid, &proc, BPF_ANY))
 		goto out;
-	/* Prototype frees first: the frame cache of a VM seen opening relies on them. */
-	pf_link = cost_attach_proto_free(skel->obj, pid, bin);
+	/* Lifetime probes first: the caches of a VM seen opening rely on them. */
+	cost_attach_probes(skel->obj, pid, bin, pf_link);
 	vm_link = bpf_program__attach_usdt(skel->progs.nupp_smp_vm_open, pid, bin, "luajit", "vm_open", NULL);
 	if (!vm_link) {
 		fprintf(stderr, "Error: cannot attach to luajit:vm_open in %s: %s\n", bin, strerror(errno));
@@ -137,7 +160,7 @@ int main(int argc, char **argv)
 		fprintf(stderr, "Error: cannot load the base sampler: %s\n", strerror(errno));
 		goto out;
 	}
-	bpf_link_pf = cost_attach_proto_free(bskel->obj, pid, bin);
+	cost_attach_probes(bskel->obj, pid, bin, bpf_link_pf);
 	bvm_link = bpf_program__attach_usdt(bskel->progs.nupp_smp_vm_open, pid, bin, "luajit", "vm_open", NULL);
 	if (!bvm_link) {
 		fprintf(stderr, "Error: cannot attach the base sampler to luajit:vm_open: %s\n", strerror(errno));
@@ -241,14 +264,14 @@ out:
 	if (bpfd >= 0)
 		close(bpfd);
 	bpf_link__destroy(bvm_link);
-	bpf_link__destroy(bpf_link_pf);
+	cost_detach_probes(bpf_link_pf);
 	base_bpf__destroy(bskel);
 #endif
 	bpf_link__destroy(plink);
 	if (pfd >= 0)
 		close(pfd);
 	bpf_link__destroy(vm_link);
-	bpf_link__destroy(pf_link);
+	cost_detach_probes(pf_link);
 	sampler_bpf__destroy(skel);
 	close(stats_fd);
 	free(st);

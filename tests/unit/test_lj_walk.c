@@ -143,6 +143,8 @@ static void setup(void)
 }
 
 static struct nupp_walk w;
+/* The stack of the last walk, for comparisons. */
+static struct nupp_smp_stack saved;
 
 /* Registers for an interpreter sample (REGS mode) with BASE and PC. */
 static struct nupp_walk_regs regs_interp(__u64 base, __u64 pc)
@@ -344,6 +346,44 @@ START_TEST(walk_vararg_pseudo_frame_is_skipped)
 }
 END_TEST
 
+START_TEST(walk_vararg_pseudo_frame_of_a_cached_frame_is_not_read)
+{
+	__u64 fm, ff, b0, b1, b2, vf, pt, real, hash;
+	int pass;
+
+	setup();
+	vf = new_lua_fn(30, 40, &pt);
+	b2 = chain3(&fm, &ff, vf, &b0, &b1);
+	real = b2 + 8 * 4;
+	frame(real, vf, (real - b2) | lo->frame_varg);
+	{
+		struct nupp_walk_regs r = regs_interp(real, ret_pc(vf, 2));
+
+		w.fc_tag = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		hash = w.hash;
+		saved = w.st;
+		/* filled, then hit: vf, f and main from the cache; the pseudo-frame holds vf,
+		 * which the cache hit above it stands for, so only its link's CALL is read */
+		w.fc_tag = (400ull << 22) | 9;
+		for (pass = 0; pass < 2; pass++) {
+			reads = 0;
+			ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+			ck_assert_uint_eq(w.hash, hash);
+			ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+		}
+		ck_assert_uint_eq(w.fc_hits, 3);
+		ck_assert_int_eq(reads, 3); /* VM state, stack window, the call site */
+
+		/* a pseudo-frame holding something else is read and refused, cache or not */
+		put64(b2 - 16, ((__u64)lo->itype_func << lo->itype_shift) | new_str("not a function"));
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
+		w.fc_tag = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
+	}
+}
+END_TEST
+
 START_TEST(walk_continuation_and_pcall_frames)
 {
 	__u64 fm, ff, b0, b1, b2, mm, pcallf, callee_fn, pb, cb;
@@ -424,6 +464,73 @@ START_TEST(walk_trace_start_frame_and_mcode_offset)
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 	}
 	ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_TRACE);
+}
+END_TEST
+
+START_TEST(walk_trace_caches_give_the_same_stack_with_fewer_reads)
+{
+	__u64 fm, ff, b0, b1, b2, leaf, pt_leaf, pt2, J, arr, T, T2, mcode, hash;
+	int pass;
+
+	setup();
+	mcode = A(0xc0000);
+	leaf = new_lua_fn(30, 20, &pt_leaf);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	J = g + (__s64)lo->gg_g2j;
+	arr = alloc_obj(8 * 8);
+	T = alloc_obj(lo->T_size);
+	put64(J + lo->J_trace, arr);
+	put32(J + lo->J_sizetrace, 8);
+	put64(arr + 8 * 3, T);
+	put64(T + lo->T_mcode, mcode);
+	put32(T + lo->T_szmcode, 0x200);
+	put64(g + lo->g_jit_base, b2);
+	put32(g + lo->g_vmstate, 3);
+	{
+		struct nupp_walk_regs r = { .ip = mcode + 0x42, .rbx = 0x99, .rdx = 0x98, .r14 = 0 };
+
+		w.fc_tag = w.tc_tag = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		hash = w.hash;
+		saved = w.st;
+		/* filled, then hit: the trace from the trace cache, the start frame (no PC)
+		 * from the frame cache after its GCfunc is read again, its callers hit */
+		w.fc_tag = (500ull << 22) | 3;
+		w.tc_tag = (600ull << 22) | 3;
+		for (pass = 0; pass < 2; pass++) {
+			reads = 0;
+			ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+			ck_assert_uint_eq(w.hash, hash);
+			ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+		}
+		ck_assert_uint_eq(w.fc_hits, 3);
+		ck_assert_int_eq(reads, 3); /* VM state, stack window, the start frame's GCfunc */
+
+		/* trace 3 is freed and another trace takes its number: luajit:trace_free and
+		 * trace_stop bumped the epoch, so the new trace is read */
+		T2 = alloc_obj(lo->T_size);
+		put64(arr + 8 * 3, T2);
+		put64(T2 + lo->T_mcode, mcode + 0x1000);
+		put32(T2 + lo->T_szmcode, 0x200);
+		w.tc_tag = (601ull << 22) | 3;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.trace, T2);
+		ck_assert_uint_eq(w.st.mcode, mcode + 0x1000);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_TRACE); /* ip is not in its mcode */
+
+		/* the start frame's GCfunc now runs another prototype (a closure freed and
+		 * its memory reused, same slot and link): the function read shows it */
+		new_lua_fn(12, 70, &pt2);
+		put64(leaf + lo->fn_pc, pt2 + lo->pt_size);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.frames[0].ptr, pt2);
+		ck_assert_uint_eq(w.st.frames[0].sizebc, 12);
+		ck_assert_int_eq(w.st.frames[0].firstline, 70);
+		ck_assert_int_eq(w.st.frames[0].pos, -1);
+		ck_assert_mem_eq(&w.st.frames[1], &saved.frames[1], 2 * sizeof(saved.frames[1]));
+		ck_assert_uint_ne(pt2, pt_leaf);
+	}
+	w.fc_tag = w.tc_tag = 0;
 }
 END_TEST
 
@@ -778,9 +885,6 @@ static __u32 hits_expected(void)
 	return hits;
 }
 
-/* The stack of the last walk, for comparisons. */
-static struct nupp_smp_stack saved;
-
 START_TEST(walk_frame_cache_gives_the_same_stacks_with_fewer_reads)
 {
 	__u64 fns[40], pts[40], pt_leaf, leaf, b, hash;
@@ -941,8 +1045,10 @@ int main(void)
 	tcase_add_test(tc, walk_call_window_uses_rbx_as_link);
 	tcase_add_test(tc, walk_return_window_and_stale_link);
 	tcase_add_test(tc, walk_vararg_pseudo_frame_is_skipped);
+	tcase_add_test(tc, walk_vararg_pseudo_frame_of_a_cached_frame_is_not_read);
 	tcase_add_test(tc, walk_continuation_and_pcall_frames);
 	tcase_add_test(tc, walk_trace_start_frame_and_mcode_offset);
+	tcase_add_test(tc, walk_trace_caches_give_the_same_stack_with_fewer_reads);
 	tcase_add_test(tc, walk_coroutine_chains_to_resumer);
 	tcase_add_test(tc, walk_cycle_and_bad_pointer_end_bounded);
 	tcase_add_test(tc, walk_depth_truncation_is_counted);
