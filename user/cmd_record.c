@@ -76,10 +76,12 @@ static void record_usage(FILE *f)
 		"  sudo nupp-bpf record --aborts aborts.csv -o app.folded -- luajit app.lua\n\n"
 		"OVERHEAD\n"
 		"  Nothing runs in the target: a BPF program runs at each tick on the interrupted\n"
-		"  thread. Measured kernel cost per sample: 1.5-3 us at 4 frames, 2-4 us at 32\n"
-		"  (frames seen in earlier samples are cached), i.e. 0.03 %% of a CPU at 99 Hz and\n"
-		"  0.3 %% at 1000 Hz for a 32-frame stack. Each JIT trace abort costs\n"
-		"  2.8 us while aborts are counted (0.9 us of it in BPF). See README.md \"Overhead\".\n");
+		"  thread. Measured kernel cost per sample: 2-2.5 us at 4 frames, 3-4 us at 32\n"
+		"  (frames seen in earlier samples are cached), i.e. 0.04 %% of a CPU at 99 Hz and\n"
+		"  0.4 %% at 1000 Hz for a 32-frame stack. Each JIT trace abort costs 2.8 us while\n"
+		"  aborts are counted (0.9 us of it in BPF); each Lua function created or freed\n"
+		"  3-4 us (a program that compiles code without pause runs ~1.3x slower).\n"
+		"  See README.md \"Overhead\".\n");
 }
 
 /* Parses a decimal integer option within [lo, hi]; false on error. */
