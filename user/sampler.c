@@ -138,16 +138,22 @@ static void smp_on_proto(struct nupp_sampler *s, struct smp_target *t, const str
 	const char *data = (const char *)(ev + 1);
 	int e;
 
-	if (size < sizeof(*ev) || size - sizeof(*ev) < ev->size || smp_target_ready(s, t))
+	if (smp_target_ready(s, t))
 		return;
+	if (size < sizeof(*ev) || size - sizeof(*ev) < ev->size) {
+		if (size >= sizeof(*ev) && ev->kind == NUPP_SMP_EV_PROTO_FREE)
+			nupp_sym_lost(t->sym, ev->pgen); /* a free not recorded is a lost free */
+		return;
+	}
 	if (ev->kind == NUPP_SMP_EV_PROTO_NEW)
 		e = nupp_sym_born(t->sym, ev->pt, ev->pgen, ev->chunkname, ev->firstline, ev->sizebc, data, ev->size,
 				  ev->full);
 	else
 		e = nupp_sym_freed(t->sym, ev->pt, ev->pgen, ev->chunkname, ev->firstline, ev->sizebc, data,
-				   ev->size);
-	if (e)
-		nupp_pr(NUPP_WARN, "PID %d: prototype event dropped: %s\n", (int)t->pid, strerror(-e));
+				   ev->size, ev->full);
+	/* A free not recorded is a lost free: samples from its generation on are not named. */
+	if (e && ev->kind == NUPP_SMP_EV_PROTO_FREE)
+		nupp_sym_lost(t->sym, ev->pgen);
 }
 
 static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size);
@@ -473,6 +479,9 @@ static int smp_target_ready(struct nupp_sampler *s, struct smp_target *t)
 	return t->sym && t->traces ? 0 : -ENOMEM;
 }
 
+/* lost_reason of a row whose generation is ahead of the prototype frees read so far. */
+#define SMP_ROW_WAIT (-2)
+
 /* A counted stack of a drain, named (stack) or lost (lost_reason). */
 struct smp_row {
 	struct nupp_smp_count_key key;
@@ -511,6 +520,11 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 		return;
 	}
 	e = n < 0 ? n : nupp_sym_stack(t->sym, fr, n, r->st->pgen, &r->stack);
+	if (e == -EAGAIN) {
+		r->stack = NULL;
+		r->lost_reason = SMP_ROW_WAIT;
+		return;
+	}
 	if (e) {
 		nupp_pr(NUPP_DEBUG, "PID %u: %llu samples not named (%s): %s trace %u depth %u flags %#x gen %llu\n",
 			r->key.tgid, (unsigned long long)smp_total(&r->c), strerror(-e),
@@ -529,7 +543,7 @@ static int smp_add_row(struct smp_row *r, struct nupp_sample_set *out)
 	char zone[32];
 
 	if (!r->stack) {
-		out->lost[r->lost_reason] += smp_total(&r->c);
+		out->lost[r->lost_reason >= 0 ? r->lost_reason : NUPP_LOST_SYMBOLIZE] += smp_total(&r->c);
 		return 0;
 	}
 	/* No zone module yet: id 0 is the path "", others keep their number. */
@@ -564,35 +578,41 @@ static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n
 		if (j % 64 == 63)
 			smp_consume(s, SMP_POLL_EVENTS);
 	}
-	for (round = 0; round < 4; round++) {
-		bool again = false;
+	for (round = 0; round < 8; round++) {
+		bool again = false, waiting = false;
 
 		behind = smp_consume(s, SMP_DRAIN_EVENTS);
-
 		for (i = 0; i < s->ntargets; i++) {
 			struct smp_target *t = &s->targets[i];
-
 			/* Events left unread may hold a free that changes a name given. */
-			if (!t->sym || (!behind && !nupp_sym_suspect(t->sym)))
+			bool all = t->sym && (behind || nupp_sym_suspect(t->sym));
+
+			if (!t->sym)
 				continue;
-			again = true;
-			nupp_sym_begin(t->sym);
-			for (j = 0; j < n; j++)
-				if (rows[j].key.tgid == (__u32)t->pid)
-					smp_name_row(s, &rows[j]);
+			if (all)
+				nupp_sym_begin(t->sym);
+			for (j = 0; j < n; j++) {
+				if (rows[j].key.tgid != (__u32)t->pid || (!all && rows[j].lost_reason != SMP_ROW_WAIT))
+					continue;
+				again = true;
+				smp_name_row(s, &rows[j]);
+				waiting |= rows[j].lost_reason == SMP_ROW_WAIT;
+			}
 		}
 		if (!again)
 			return;
+		/* A sample's generation is ahead of the frees read: one is being sent. */
+		if (waiting)
+			usleep(1000);
 	}
 	/* Still changing: names given in the last round are not proven. */
 	behind = smp_consume(s, SMP_DRAIN_EVENTS);
 	for (i = 0; i < s->ntargets; i++) {
 		struct smp_target *t = &s->targets[i];
+		bool all = t->sym && (behind || nupp_sym_suspect(t->sym));
 
-		if (!t->sym || (!behind && !nupp_sym_suspect(t->sym)))
-			continue;
 		for (j = 0; j < n; j++)
-			if (rows[j].key.tgid == (__u32)t->pid) {
+			if (rows[j].key.tgid == (__u32)t->pid && (all || rows[j].lost_reason == SMP_ROW_WAIT)) {
 				free(rows[j].stack);
 				rows[j].stack = NULL;
 				rows[j].lost_reason = NUPP_LOST_SYMBOLIZE;

@@ -35,9 +35,10 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
  * pt was born at generation pgen with chunk name name[len] (cut if len < full). */
 int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
 		  const char *name, __u32 len, __u32 full);
-/* pt died, ending generation pgen; mem[size] is its allocation as it was (cut if short). */
+/* pt died, ending generation pgen; mem[size] is its allocation (sizept bytes) as it was,
+ * cut if size < sizept. */
 int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
-		   const void *mem, __u32 size);
+		   const void *mem, __u32 size, __u32 sizept);
 /* The free event of generation pgen was lost: samples of pgen or later are named from
  * older copies only after their memory is checked again. */
 void nupp_sym_lost(struct nupp_sym *s, __u64 pgen);

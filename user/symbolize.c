@@ -42,6 +42,13 @@ static const char *const sym_varnames[] = {
 
 #define SYM_ALIVE (~0ull)
 
+/* A string constant of a prototype, read while it was alive. */
+struct sym_kstr_entry {
+	__u32 idx;
+	__u64 drain;
+	char *str;
+};
+
 /* One incarnation of a prototype at an address: the samples of generations [lo, hi) saw
  * it (hi = SYM_ALIVE while no free is known). Its allocation is copied from the target
  * while it is alive, or from its luajit:proto_free event; its module from its
@@ -55,8 +62,12 @@ struct sym_proto {
 	bool have_fp;     /* the fingerprint is known */
 	bool have_module; /* module[] is known */
 	bool live_module; /* module[] was read from the target, not sent at birth */
-	bool unusable;    /* its events were lost: it names nothing */
+	bool unusable;    /* its events were lost, or its copy is cut: it names nothing */
 	__u64 live_drain; /* drain in which mem or module[] was read from the target, 0 never */
+	/* String constants read from the target while it was alive (a freed prototype's may
+	 * be freed: only these name frames then), with the drain that read each. */
+	struct sym_kstr_entry *kstr;
+	int nkstr;
 	unsigned char *mem; /* NULL: not copied yet */
 	__u32 size;         /* bytes of mem (the copy of a freed prototype may be cut) */
 	char module[SYM_STR_MAX];
@@ -81,7 +92,17 @@ struct nupp_sym {
 	bool suspect;    /* a copy read in this drain belongs to a prototype freed since */
 	__u64 pgen_lost; /* lowest generation whose free event was lost, 0 none */
 	bool refused;    /* a name needed a string constant of a freed prototype */
-	__u64 failed;    /* drain in which a prototype could not be named, 0 none */
+	/* Addresses whose naming failed in this drain: a free of one may give the name. */
+	__u64 failed_pt[16];
+	int nfailed; /* > 16: too many, any free may */
+	__u64 failed_drain;
+	/* Frees handled: every generation <= freed_upto, and those in ooo[] above it (free
+	 * events of several VMs' threads may arrive out of order). A sample of generation E
+	 * is named only when every free <= E is known: a free not yet read could end the
+	 * incarnation a record still says covers E. */
+	__u64 freed_upto;
+	__u64 *ooo;
+	size_t nooo, ooocap;
 	struct nupp_map *maps;
 	int nmaps;
 };
@@ -103,6 +124,18 @@ struct nupp_sym *nupp_sym_new(pid_t pid, const struct nupp_lj_layout *lo, bool l
 	return s;
 }
 
+/* Frees a prototype record. */
+static void sym_proto_free(struct sym_proto *p)
+{
+	int i;
+
+	for (i = 0; i < p->nkstr; i++)
+		free(p->kstr[i].str);
+	free(p->kstr);
+	free(p->mem);
+	free(p);
+}
+
 /* Frees it and its caches. */
 void nupp_sym_free(struct nupp_sym *s)
 {
@@ -115,8 +148,7 @@ void nupp_sym_free(struct nupp_sym *s)
 			struct sym_proto *p = s->protos[i];
 
 			s->protos[i] = p->next;
-			free(p->mem);
-			free(p);
+			sym_proto_free(p);
 		}
 		while (s->cfuncs[i]) {
 			struct sym_cfunc *c = s->cfuncs[i];
@@ -126,6 +158,7 @@ void nupp_sym_free(struct nupp_sym *s)
 		}
 	}
 	free(s->maps);
+	free(s->ooo);
 	free(s);
 }
 
@@ -272,31 +305,6 @@ static int sym_proto_read(struct nupp_sym *s, struct sym_proto *p, const struct 
 	return 0;
 }
 
-/* Whether the prototype at p's address is still p: its fingerprint, size and debug
- * information (what the JIT never patches, unlike the bytecode) are unchanged. */
-static int sym_proto_same(struct nupp_sym *s, const struct sym_proto *p, const struct nupp_smp_frame *f)
-{
-	const struct nupp_lj_layout *lo = &s->lo;
-	unsigned char *mem = malloc(p->size);
-	__u64 li = sym_u64(p, lo->pt_lineinfo), from = p->size;
-	int err;
-
-	if (!mem)
-		return -ENOMEM;
-	err = s->read(s->read_ctx, f->ptr, mem, p->size);
-	if (li >= p->pt && li - p->pt < p->size)
-		from = li - p->pt;
-	if (!err && (memcmp(mem + lo->pt_chunkname, p->mem + lo->pt_chunkname, 8) ||
-		     memcmp(mem + lo->pt_firstline, p->mem + lo->pt_firstline, 4) ||
-		     memcmp(mem + lo->pt_numline, p->mem + lo->pt_numline, 4) ||
-		     memcmp(mem + lo->pt_sizebc, p->mem + lo->pt_sizebc, 4) ||
-		     memcmp(mem + lo->pt_sizept, p->mem + lo->pt_sizept, 4) ||
-		     memcmp(mem + from, p->mem + from, p->size - from)))
-		err = -ESTALE;
-	free(mem);
-	return err;
-}
-
 /* The copy of the incarnation of f->ptr that a sample of generation pgen saw, checked
  * against the sample's fingerprint; NULL and *err (-ESTALE: it cannot be named). */
 static struct sym_proto *sym_proto(struct nupp_sym *s, const struct nupp_smp_frame *f, __u64 pgen, int *err)
@@ -331,14 +339,6 @@ static struct sym_proto *sym_proto(struct nupp_sym *s, const struct nupp_smp_fra
 			return NULL;
 		*err = 0;
 		return p;
-	}
-	/* Alive as far as we know. But a sample taken after a lost free event may have seen
-	 * another prototype at this address: the memory must still be this one's. */
-	if (p->mem && s->pgen_lost && pgen >= s->pgen_lost && p->lo < s->pgen_lost && p->live_drain != s->drain) {
-		*err = sym_proto_same(s, p, f);
-		if (*err)
-			return NULL;
-		p->live_drain = s->drain;
 	}
 	if (!p->mem) {
 		*err = sym_proto_read(s, p, f);
@@ -394,10 +394,73 @@ int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 f
 	return 0;
 }
 
+/* Records that the free of generation gen was handled (or lost). */
+static void sym_freed_gen(struct nupp_sym *s, __u64 gen)
+{
+	size_t i;
+
+	if (gen <= s->freed_upto)
+		return;
+	if (gen == s->freed_upto + 1) {
+		s->freed_upto = gen;
+		/* Absorb the out-of-order ones that now follow. */
+		for (i = 0; i < s->nooo;) {
+			if (s->ooo[i] == s->freed_upto + 1) {
+				s->freed_upto++;
+				s->ooo[i] = s->ooo[--s->nooo];
+				i = 0;
+			} else if (s->ooo[i] <= s->freed_upto) {
+				s->ooo[i] = s->ooo[--s->nooo];
+			} else {
+				i++;
+			}
+		}
+		return;
+	}
+	if (s->nooo == s->ooocap) {
+		size_t cap = s->ooocap ? 2 * s->ooocap : 64;
+		__u64 *n = realloc(s->ooo, cap * sizeof(*n));
+
+		if (!n)
+			return; /* never counted: its samples wait, then are lost */
+		s->ooo = n;
+		s->ooocap = cap;
+	}
+	s->ooo[s->nooo++] = gen;
+}
+
+/* Notes an address whose naming failed in this drain. */
+static void sym_failed_add(struct nupp_sym *s, __u64 pt)
+{
+	if (s->failed_drain != s->drain) {
+		s->failed_drain = s->drain;
+		s->nfailed = 0;
+	}
+	if (s->nfailed < (int)NUPP_ARRAY_SIZE(s->failed_pt))
+		s->failed_pt[s->nfailed] = pt;
+	if (s->nfailed <= (int)NUPP_ARRAY_SIZE(s->failed_pt))
+		s->nfailed++;
+}
+
+/* Whether naming failed on pt in this drain (or on too many addresses to tell). */
+static bool sym_failed_has(const struct nupp_sym *s, __u64 pt)
+{
+	int i;
+
+	if (s->failed_drain != s->drain || !s->nfailed)
+		return false;
+	if (s->nfailed > (int)NUPP_ARRAY_SIZE(s->failed_pt))
+		return true;
+	for (i = 0; i < s->nfailed; i++)
+		if (s->failed_pt[i] == pt)
+			return true;
+	return false;
+}
+
 /* luajit:proto_free: pt dies, ending generation pgen; mem[size] is its allocation (cut
  * if size < sizept) and chunk/firstline/sizebc its fingerprint. */
 int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
-		   const void *mem, __u32 size)
+		   const void *mem, __u32 size, __u32 sizept)
 {
 	struct sym_proto *p = sym_proto_alive(s, pt);
 	unsigned char *copy;
@@ -408,9 +471,10 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 		if (!p)
 			return -ENOMEM;
 	}
-	/* Copied in this drain: maybe after this free. Or a name failed in this drain:
-	 * maybe this copy would have given it. */
-	if ((p->live_drain && p->live_drain == s->drain) || s->failed == s->drain)
+	sym_freed_gen(s, pgen);
+	/* Copied in this drain: maybe after this free. Or a name failed in this drain on
+	 * this address: this copy may give it. */
+	if ((p->live_drain && p->live_drain == s->drain) || sym_failed_has(s, pt))
 		s->suspect = true;
 	p->hi = pgen > p->lo ? pgen : p->lo + 1;
 	if (p->have_fp && (p->chunk != chunk || p->firstline != firstline || p->sizebc != sizebc)) {
@@ -424,6 +488,21 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 	p->have_fp = true;
 	if (p->live_module && p->live_drain == s->drain)
 		p->have_module = false; /* its chunk name may have been read after it died */
+	for (int i = 0; i < p->nkstr;) /* so may its constants read in this drain */
+		if (p->kstr[i].drain == s->drain) {
+			free(p->kstr[i].str);
+			p->kstr[i] = p->kstr[--p->nkstr];
+		} else {
+			i++;
+		}
+	/* A cut copy (a prototype over NUPP_SMP_PT_MAX bytes) lacks its debug information
+	 * (after the bytecode and constants): it names nothing rather than something else. */
+	if (size < sizept || size < s->lo.pt_size + 4ull * sizebc) {
+		free(p->mem);
+		p->mem = NULL;
+		p->unusable = true;
+		return 0;
+	}
 	copy = malloc(size ? size : 1);
 	if (!copy)
 		return -ENOMEM;
@@ -447,8 +526,7 @@ void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
 
 			if (p->hi != SYM_ALIVE && p->hi <= pgen) {
 				*pp = p->next;
-				free(p->mem);
-				free(p);
+				sym_proto_free(p);
 			} else {
 				pp = &p->next;
 			}
@@ -456,7 +534,8 @@ void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
 	}
 }
 
-/* A free event was lost at generation pgen (the BPF ring buffer was full). */
+/* A free event was lost at generation pgen (the BPF ring buffer was full): no record
+ * can say which incarnations samples from then on saw. */
 void nupp_sym_lost(struct nupp_sym *s, __u64 pgen)
 {
 	if (pgen && (!s->pgen_lost || pgen < s->pgen_lost))
@@ -496,11 +575,14 @@ static __u64 sym_u64(const struct sym_proto *p, size_t ofs)
 	return v;
 }
 
-/* Bytecode instruction pos of the proto copy. */
+/* Bytecode instruction pos of the proto copy (0xffffffff, an invalid opcode, if the copy
+ * does not hold it). */
 static __u32 sym_ins(const struct sym_proto *p, const struct nupp_lj_layout *lo, __u32 pos)
 {
 	__u32 ins;
 
+	if (lo->pt_size + 4ull * pos + 4 > p->size)
+		return 0xffffffffu;
 	memcpy(&ins, p->mem + lo->pt_size + 4 * pos, sizeof(ins));
 	return ins;
 }
@@ -560,20 +642,41 @@ static const char *sym_varname(const struct sym_proto *p, __u32 pc, __u32 slot, 
 }
 
 /* Collectable constant idx (negative) of the proto, a GCstr*, read as a string. */
-static int sym_kstr(struct nupp_sym *s, const struct sym_proto *p, __u32 idx, char *buf, size_t size)
+static int sym_kstr(struct nupp_sym *s, struct sym_proto *p, __u32 idx, char *buf, size_t size)
 {
 	__u64 k = sym_u64(p, offsetof(GCproto, k)), str;
 	const unsigned char *at = sym_at(p, k - 8ull * (idx + 1), 8);
+	struct sym_kstr_entry *e;
+	int i, err;
 
 	if (!k || !at)
 		return -EINVAL;
-	/* A freed prototype's constants may be freed too (strings are swept first). */
+	for (i = 0; i < p->nkstr; i++)
+		if (p->kstr[i].idx == idx) {
+			snprintf(buf, size, "%s", p->kstr[i].str);
+			return 0;
+		}
+	/* A freed prototype's constants may be freed too (the GC sweeps strings first). */
 	if (p->hi != SYM_ALIVE) {
 		s->refused = true;
 		return -ESTALE;
 	}
 	memcpy(&str, at, 8);
-	return sym_read_str(s, str & s->lo.gcvmask, buf, size);
+	err = sym_read_str(s, str & s->lo.gcvmask, buf, size);
+	if (err)
+		return err;
+	/* Kept for the day it is freed (lua_close frees every prototype, before strings). */
+	e = realloc(p->kstr, (p->nkstr + 1) * sizeof(*e));
+	if (e) {
+		p->kstr = e;
+		e[p->nkstr].idx = idx;
+		e[p->nkstr].drain = s->drain;
+		e[p->nkstr].str = strdup(buf);
+		if (e[p->nkstr].str)
+			p->nkstr++;
+	}
+	p->live_drain = s->drain;
+	return 0;
 }
 
 /* Name of upvalue idx (lj_debug_uvname, lj_debug.c:218-225). */
@@ -593,7 +696,7 @@ static const char *sym_uvname(const struct sym_proto *p, __u32 idx, char *buf, s
 
 /* What the value in slot was loaded from before pos (lj_debug_slotname,
  * lj_debug.c:246-291): a local, global, field, method or upvalue name, or NULL. */
-static const char *sym_slotname(struct nupp_sym *s, const struct sym_proto *p, __u32 pos, __u32 slot, char *buf,
+static const char *sym_slotname(struct nupp_sym *s, struct sym_proto *p, __u32 pos, __u32 slot, char *buf,
 				size_t size)
 {
 	const struct nupp_lj_layout *lo = &s->lo;
@@ -635,7 +738,7 @@ restart:
 
 /* The name a caller gave the function it called at pos (lj_debug_funcname,
  * lj_debug.c:294-320), or NULL. */
-static const char *sym_funcname(struct nupp_sym *s, const struct sym_proto *caller, __u32 pos, char *buf,
+static const char *sym_funcname(struct nupp_sym *s, struct sym_proto *caller, __u32 pos, char *buf,
 				size_t size)
 {
 	__u32 ins, op, mm;
@@ -793,6 +896,7 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 	char name[SYM_STR_MAX];
 	int err = 0;
 
+	s->refused = false;
 	switch (f->kind) {
 	case NUPP_SMP_FF:
 		if (f->ptr < NUPP_VMDEF_FFNAMES_N && nupp_vmdef_ffnames[f->ptr][0])
@@ -813,11 +917,16 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 	}
 	p = sym_proto(s, f, pgen, &err);
 	if (!p) {
-		s->failed = s->drain;
+		sym_failed_add(s, f->ptr);
 		return err;
 	}
+	/* A bytecode builtin (firstline ~0, lj_debug.c:555-561 and 606-609): its name
+	 * alone when the caller gives one, else "[builtin:name]" with no line. */
 	if (s->lines) {
-		snprintf(buf, size, "%s:%d", p->module, sym_line(s, p, f->pos));
+		if (p->firstline == -1)
+			snprintf(buf, size, "%s", p->module);
+		else
+			snprintf(buf, size, "%s:%d", p->module, sym_line(s, p, f->pos));
 		return 0;
 	}
 	/* Named by the caller's bytecode when called from Lua or as a metamethod. */
@@ -825,26 +934,37 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 	    (f->link == s->lo.frame_lua || f->link == s->lo.frame_cont)) {
 		cp = sym_proto(s, caller, pgen, &err);
 		if (!cp) {
-			s->failed = s->drain;
+			sym_failed_add(s, caller->ptr);
 			return err;
 		}
 		s->refused = false;
 		if (sym_funcname(s, cp, (__u32)caller->pos, name, sizeof(name))) {
-			snprintf(buf, size, "%s:%s", p->module, name);
+			if (p->firstline == -1)
+				snprintf(buf, size, "%s", name);
+			else
+				snprintf(buf, size, "%s:%s", p->module, name);
 			return 0;
 		}
 	}
 	if (s->refused) {
-		s->failed = s->drain;
+		sym_failed_add(s, caller->ptr);
 		return -ESTALE; /* jit.p would have named it; its name is gone */
 	}
-	snprintf(buf, size, "%s:%d", p->module, p->firstline);
+	if (p->firstline == -1)
+		snprintf(buf, size, "%s", p->module);
+	else
+		snprintf(buf, size, "%s:%d", p->module, p->firstline);
 	return 0;
 }
 
 /* Names frames (innermost first) as "outer;...;inner". */
 int nupp_sym_stack(struct nupp_sym *s, const struct nupp_smp_frame *f, int n, __u64 pgen, char **out)
 {
+	/* Not before every free up to the sample is known; never after a lost one. */
+	if (s->pgen_lost && pgen >= s->pgen_lost)
+		return -ESTALE;
+	if (pgen > s->freed_upto)
+		return -EAGAIN;
 	size_t cap = 256, len = 0;
 	char *str = malloc(cap), name[SYM_STR_MAX * 2];
 	int i, err;

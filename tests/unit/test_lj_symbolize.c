@@ -230,7 +230,7 @@ static void born(struct nupp_sym *s, GCproto *pt, __u64 gen, const char *name)
 static void freed(struct nupp_sym *s, GCproto *pt, __u64 gen)
 {
 	ck_assert_int_eq(nupp_sym_freed(s, (__u64)(uintptr_t)pt, gen, (__u64)(uintptr_t)gcref(pt->chunkname),
-					pt->firstline, pt->sizebc, pt, pt->sizept),
+					pt->firstline, pt->sizebc, pt, pt->sizept, pt->sizept),
 			 0);
 }
 
@@ -328,8 +328,11 @@ START_TEST(a_free_after_a_read_in_the_same_drain_names_again)
 	ck_assert(!nupp_sym_suspect(s));
 	/* Its chunk name was read in that drain: not proven, so not used. */
 	ck_assert_int_eq(name_at(s, pm, 2, 0, b, sizeof(b)), -ESTALE);
-	/* A failed name in a drain also waits for the frees that may give it. */
+	/* A failed name in a drain also waits for a free of its address, which may give
+	 * it; a free of another address does not. */
 	freed(s, pgfoo, 2);
+	ck_assert(!nupp_sym_suspect(s));
+	freed(s, pm, 3);
 	ck_assert(nupp_sym_suspect(s));
 	nupp_sym_free(s);
 }
@@ -352,6 +355,36 @@ START_TEST(a_freed_callers_string_constants_are_not_trusted)
 }
 END_TEST
 
+START_TEST(string_constants_read_alive_outlive_the_caller)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+
+	/* gfoo named by the caller's global-name constant in one drain; the caller freed in
+	 * a later one (as lua_close frees every prototype, before the strings): the name
+	 * read while it was alive still names its samples. */
+	born(s, pcaller, 0, "=symtest");
+	nupp_sym_begin(s);
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:gfoo");
+	nupp_sym_begin(s);
+	freed(s, pcaller, 1);
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:gfoo");
+	nupp_sym_free(s);
+	/* Read in the drain that also reads its free: maybe after the string was freed. */
+	s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+	born(s, pcaller, 0, "=symtest");
+	nupp_sym_begin(s);
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
+	freed(s, pcaller, 1);
+	ck_assert(nupp_sym_suspect(s));
+	nupp_sym_begin(s);
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), -ESTALE);
+	nupp_sym_free(s);
+}
+END_TEST
+
 START_TEST(lost_events_never_name_the_wrong_incarnation)
 {
 	char b[256];
@@ -367,41 +400,98 @@ START_TEST(lost_events_never_name_the_wrong_incarnation)
 	ck_assert_str_eq(b, "chunkB:foo");
 	/* A free whose fingerprint is not the one born there: neither is named. */
 	f.firstline = pfoo->firstline + 1;
-	ck_assert_int_eq(nupp_sym_freed(s, f.ptr, 6, f.chunkname, f.firstline, f.sizebc, pfoo, pfoo->sizept), 0);
+	ck_assert_int_eq(nupp_sym_freed(s, f.ptr, 6, f.chunkname, f.firstline, f.sizebc, pfoo, pfoo->sizept,
+					pfoo->sizept),
+			 0);
 	ck_assert_int_eq(name_at(s, pfoo, 0, 5, b, sizeof(b)), -ESTALE);
 	nupp_sym_free(s);
 }
 END_TEST
 
-START_TEST(after_a_lost_free_the_memory_is_checked_again)
+/* Names a one-frame stack of pt (no caller) sampled at generation gen: 0 or -errno. */
+static int stack_at(struct nupp_sym *s, GCproto *pt, __u64 gen, char **out)
+{
+	struct nupp_smp_frame f = lua_frame(pt, 0, FRAME_LUA);
+
+	return nupp_sym_stack(s, &f, 1, gen, out);
+}
+
+START_TEST(a_stack_waits_for_every_free_up_to_its_generation)
+{
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+	char *out = NULL;
+
+	/* chunkA was named in an earlier drain; then (events not read yet) it died at 1 and
+	 * chunkB was born at its address with the same fingerprint. A stack of generation 1
+	 * must wait for the free of 1, not be named from chunkA's record. */
+	born(s, pfoo, 0, "=chunkA");
+	ck_assert_int_eq(stack_at(s, pfoo, 0, &out), 0);
+	ck_assert_str_eq(out, "chunkA:1");
+	free(out);
+	nupp_sym_begin(s);
+	ck_assert_int_eq(stack_at(s, pfoo, 1, &out), -EAGAIN);
+	freed(s, pfoo, 1);
+	born(s, pfoo, 1, "=chunkB");
+	ck_assert_int_eq(stack_at(s, pfoo, 1, &out), 0);
+	ck_assert_str_eq(out, "chunkB:1");
+	free(out);
+	/* Frees of several threads arrive out of order: 3 before 2. */
+	freed(s, pgfoo, 3);
+	ck_assert_int_eq(stack_at(s, pfoo, 2, &out), -EAGAIN);
+	freed(s, pm, 2);
+	ck_assert_int_eq(stack_at(s, pfoo, 3, &out), 0);
+	free(out);
+	/* A free lost at 4: stacks from 4 on are never named. */
+	nupp_sym_lost(s, 4);
+	freed(s, pidx, 4);
+	ck_assert_int_eq(stack_at(s, pfoo, 4, &out), -ESTALE);
+	ck_assert_int_eq(stack_at(s, pfoo, 3, &out), 0);
+	free(out);
+	nupp_sym_free(s);
+}
+END_TEST
+
+START_TEST(builtins_are_named_as_jit_p_names_them)
 {
 	char b[256];
 	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+	struct nupp_sym *ls = nupp_sym_new(getpid(), &luajit_bpf_layout, true, self_read, NULL);
 	GCproto *copy = malloc(pfoo->sizept);
-	struct nupp_smp_frame f;
+	struct nupp_smp_frame f, c = lua_frame(pcaller, nth_op(pcaller, BC_CALL, 0), FRAME_LUA);
 
-	/* A prototype (a copy of foo's allocation) born as chunkA and named. */
+	/* A bytecode builtin (lib_read_lfunc: firstline ~0, chunk name "remove"): its
+	 * caller's name alone, else [builtin:remove] (lj_debug.c:555-561, 606-609). */
 	ck_assert_ptr_nonnull(copy);
 	memcpy(copy, pfoo, pfoo->sizept);
+	copy->firstline = ~(BCLine)0;
 	f = lua_frame(copy, 0, FRAME_LUA);
-	born(s, copy, 0, "=chunkA");
+	born(s, copy, 0, "remove");
+	born(ls, copy, 0, "remove");
+	ck_assert_int_eq(nupp_sym_frame(s, &f, &c, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "foo");
 	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 0, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, "chunkA:1");
-	/* The free event of generation 3 was lost: samples from 3 on are named only once
-	 * the memory is found unchanged. */
-	nupp_sym_lost(s, 3);
-	nupp_sym_begin(s);
-	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 3, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, "chunkA:1");
-	/* Another prototype of the same fingerprint there now (its numline differs). */
-	copy->numline++;
-	nupp_sym_begin(s);
-	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 4, b, sizeof(b)), -ESTALE);
-	/* Samples before the loss saw chunkA, whatever the memory holds now. */
-	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 2, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, "chunkA:1");
+	ck_assert_str_eq(b, "[builtin:remove]");
+	ck_assert_int_eq(nupp_sym_frame(ls, &f, &c, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "[builtin:remove]");
 	nupp_sym_free(s);
+	nupp_sym_free(ls);
 	free(copy);
+}
+END_TEST
+
+START_TEST(a_cut_copy_names_nothing)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+
+	/* A prototype larger than the free event's copy: its debug information is cut
+	 * off, so it names no frame (rather than a wrong one). */
+	born(s, pcaller, 0, "=big");
+	ck_assert_int_eq(nupp_sym_freed(s, (__u64)(uintptr_t)pcaller, 1, (__u64)(uintptr_t)gcref(pcaller->chunkname),
+					pcaller->firstline, pcaller->sizebc, pcaller, pcaller->sizept - 8, pcaller->sizept),
+			 0);
+	ck_assert_int_eq(name_at(s, pfoo, 0, 0, b, sizeof(b)), -ESTALE);
+	nupp_sym_free(s);
 }
 END_TEST
 
@@ -441,8 +531,11 @@ int main(void)
 	tcase_add_test(tc, a_prototype_read_alive_is_named_after_its_free);
 	tcase_add_test(tc, a_free_after_a_read_in_the_same_drain_names_again);
 	tcase_add_test(tc, a_freed_callers_string_constants_are_not_trusted);
+	tcase_add_test(tc, string_constants_read_alive_outlive_the_caller);
 	tcase_add_test(tc, lost_events_never_name_the_wrong_incarnation);
-	tcase_add_test(tc, after_a_lost_free_the_memory_is_checked_again);
+	tcase_add_test(tc, a_stack_waits_for_every_free_up_to_its_generation);
+	tcase_add_test(tc, builtins_are_named_as_jit_p_names_them);
+	tcase_add_test(tc, a_cut_copy_names_nothing);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);

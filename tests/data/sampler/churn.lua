@@ -4,7 +4,8 @@
 -- the last ones, called from the same call site. chunkA runs 3 times as many iterations
 -- as chunkB. A profiler that names frames from the target's memory after the fact names
 -- one chunk's samples with the other's name, or with a recycled string. The workload
--- measures each chunk's CPU time with os.clock.
+-- measures each chunk's CPU time with os.clock. Between rounds it calls table.remove, a
+-- builtin written in Lua bytecode (lib_read_lfunc), named "remove" as jit.p names it.
 -- stdin gates the start and the exit; stdout gets "A B": the seconds in chunkA and chunkB.
 -- arg[1] = CPU seconds to run.
 jit.off() -- interpreted: every sample's leaf is the chunk's own frame
@@ -26,6 +27,9 @@ repeat
   run("A", 300000)
   run("B", 100000)
   collectgarbage() -- frees both prototypes and their names (luajit:proto_free)
+  local t = {}
+  for i = 1, 20000 do t[i] = i end
+  for _ = 1, 20000 do table.remove(t) end
 until clock() > stop
 print(string.format("%.6f %.6f", spent.A, spent.B))
 io.stdout:flush()
