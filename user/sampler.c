@@ -479,8 +479,11 @@ static int smp_target_ready(struct nupp_sampler *s, struct smp_target *t)
 	return t->sym && t->traces ? 0 : -ENOMEM;
 }
 
-/* lost_reason of a row whose generation is ahead of the prototype frees read so far. */
+/* lost_reason of a row whose generation is ahead of the prototype frees read so far, or
+ * whose name needs a string read while the GC sweeps; such rows wait up to SMP_WAIT_US
+ * in a drain, then are lost. */
 #define SMP_ROW_WAIT (-2)
+#define SMP_WAIT_US 50000
 
 /* A counted stack of a drain, named (stack) or lost (lost_reason). */
 struct smp_row {
@@ -568,6 +571,7 @@ static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n
 	int i, round;
 	bool behind;
 	size_t j;
+	__u64 deadline = smp_now_us() + SMP_WAIT_US;
 
 	for (i = 0; i < s->ntargets; i++)
 		if (s->targets[i].sym)
@@ -578,7 +582,7 @@ static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n
 		if (j % 64 == 63)
 			smp_consume(s, SMP_POLL_EVENTS);
 	}
-	for (round = 0; round < 8; round++) {
+	for (round = 0; round < 64; round++) {
 		bool again = false, waiting = false;
 
 		behind = smp_consume(s, SMP_DRAIN_EVENTS);
@@ -601,9 +605,13 @@ static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n
 		}
 		if (!again)
 			return;
-		/* A sample's generation is ahead of the frees read: one is being sent. */
-		if (waiting)
+		/* A sample's generation is ahead of the frees read (one is being sent), or a
+		 * name needs a string while a VM sweeps: wait a little. Renaming for other
+		 * reasons stops after 8 rounds. */
+		if (waiting && smp_now_us() < deadline)
 			usleep(1000);
+		else if (round >= 7)
+			break;
 	}
 	/* Still changing: names given in the last round are not proven. */
 	behind = smp_consume(s, SMP_DRAIN_EVENTS);
@@ -698,6 +706,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		if (smp_target_ready(s, t) || bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.procs), &pk, &p))
 			continue;
 		t->pgen = p.pgen;
+		nupp_sym_set_vms(t->sym, p.g, (int)(p.nvm < NUPP_SMP_MAX_VMS ? p.nvm : NUPP_SMP_MAX_VMS));
 		if (p.pgen_lost)
 			nupp_sym_lost(t->sym, p.pgen_lost);
 	}

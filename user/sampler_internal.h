@@ -49,6 +49,9 @@ bool nupp_sym_suspect(const struct nupp_sym *s);
 /* Drops the incarnations that died at or before generation pgen: every sample left to
  * name is of pgen or later. */
 void nupp_sym_purge(struct nupp_sym *s, __u64 pgen);
+/* The process's VMs (global_State addresses): a string is read from the target only
+ * while none of them is sweeping (-EAGAIN: try later). */
+void nupp_sym_set_vms(struct nupp_sym *s, const __u64 *g, int n);
 /* Module of a chunk name as jit.p prints it: "@a/b/c.lua" -> "c.lua", "=x" -> "x",
  * anything else -> "[string]". */
 void nupp_sym_module(const char *chunk, char *buf, size_t size);

@@ -92,6 +92,8 @@ struct nupp_sym {
 	bool suspect;    /* a copy read in this drain belongs to a prototype freed since */
 	__u64 pgen_lost; /* lowest generation whose free event was lost, 0 none */
 	bool refused;    /* a name needed a string constant of a freed prototype */
+	bool gc_busy;    /* a name needed a string read while a VM was sweeping */
+	__u64 vms[NUPP_SMP_MAX_VMS]; /* the process's VMs (global_State *), 0 = none */
 	/* Addresses whose naming failed in this drain: a free of one may give the name. */
 	__u64 failed_pt[16];
 	int nfailed; /* > 16: too many, any free may */
@@ -186,6 +188,54 @@ static int sym_read_str(struct nupp_sym *s, __u64 str, char *buf, size_t size)
 		return err;
 	buf[len] = 0;
 	return 0;
+}
+
+/* The process's VMs, whose GC phase decides whether a string read from it is proven. */
+void nupp_sym_set_vms(struct nupp_sym *s, const __u64 *g, int n)
+{
+	int i;
+
+	for (i = 0; i < NUPP_SMP_MAX_VMS; i++)
+		s->vms[i] = i < n ? g[i] : 0;
+}
+
+/* Whether no VM of the process is sweeping. The GC frees strings (GCSsweepstring) before
+ * prototypes (GCSsweep): while it sweeps, a string of a prototype that is unreachable but
+ * not yet freed may already be recycled, and no free event says so yet. Outside the
+ * sweep, such a prototype's strings are intact, and once swept its free event follows. */
+static bool sym_gc_quiet(struct nupp_sym *s)
+{
+	int i;
+
+	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
+		__u8 st = 0;
+
+		if (!s->vms[i])
+			continue;
+		if (s->read(s->read_ctx, s->vms[i] + s->lo.g_gc_state, &st, 1))
+			return false;
+		if (st == s->lo.gcs_sweepstring || st == s->lo.gcs_sweep)
+			return false;
+	}
+	return true;
+}
+
+/* Reads a string of a prototype thought alive: proven only if no VM was sweeping before
+ * or after the read (-EAGAIN and gc_busy otherwise: the stack is named later). */
+static int sym_read_live_str(struct nupp_sym *s, __u64 str, char *buf, size_t size)
+{
+	int err;
+
+	if (!sym_gc_quiet(s)) {
+		s->gc_busy = true;
+		return -EAGAIN;
+	}
+	err = sym_read_str(s, str, buf, size);
+	if (!err && !sym_gc_quiet(s)) {
+		s->gc_busy = true;
+		return -EAGAIN;
+	}
+	return err;
 }
 
 /* Module of a chunk name as jit.p prints it (debug_putchunkname, lj_debug.c:553-578). */
@@ -346,7 +396,7 @@ static struct sym_proto *sym_proto(struct nupp_sym *s, const struct nupp_smp_fra
 			return NULL;
 	}
 	if (!p->have_module) {
-		*err = sym_read_str(s, f->chunkname, chunk, sizeof(chunk));
+		*err = sym_read_live_str(s, f->chunkname, chunk, sizeof(chunk));
 		if (*err)
 			return NULL;
 		p->firstline = f->firstline;
@@ -662,7 +712,7 @@ static int sym_kstr(struct nupp_sym *s, struct sym_proto *p, __u32 idx, char *bu
 		return -ESTALE;
 	}
 	memcpy(&str, at, 8);
-	err = sym_read_str(s, str & s->lo.gcvmask, buf, size);
+	err = sym_read_live_str(s, str & s->lo.gcvmask, buf, size);
 	if (err)
 		return err;
 	/* Kept for the day it is freed (lua_close frees every prototype, before strings). */
@@ -897,6 +947,7 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 	int err = 0;
 
 	s->refused = false;
+	s->gc_busy = false;
 	switch (f->kind) {
 	case NUPP_SMP_FF:
 		if (f->ptr < NUPP_VMDEF_FFNAMES_N && nupp_vmdef_ffnames[f->ptr][0])
@@ -946,6 +997,8 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 			return 0;
 		}
 	}
+	if (s->gc_busy)
+		return -EAGAIN; /* a name read while a VM swept: not proven yet */
 	if (s->refused) {
 		sym_failed_add(s, caller->ptr);
 		return -ESTALE; /* jit.p would have named it; its name is gone */

@@ -17,7 +17,7 @@
 #endif
 
 #define NUPP_LJ_LAYOUT_MAGIC 0x4c4a4250u /* "PBJL": LuaJIT BPF layout */
-#define NUPP_LJ_LAYOUT_VERSION 1u
+#define NUPP_LJ_LAYOUT_VERSION 2u
 #define NUPP_LJ_LAYOUT_SYMBOL "luajit_bpf_layout"
 #define NUPP_LJ_VMLIST_SYMBOL "luajit_bpf_vmlist"
 #define NUPP_LJ_VMLIST_MAX 16
@@ -194,6 +194,11 @@ struct nupp_lj_layout {
 	/* -- The interpreter's code: [vm_begin, vm_end) (hidden symbols) -------- */
 	__u64 vm_begin; /* lj_vm_asm_begin */
 	__u64 vm_end;   /* lj_vm_ffi_call: the last function of lj_vm.o */
+
+	/* -- The GC's phase (version 2): strings are swept before prototypes ---- */
+	__u32 g_gc_state;      /* uint8 g->gc.state */
+	__u32 gcs_sweepstring; /* GCSsweepstring */
+	__u32 gcs_sweep;       /* GCSsweep */
 };
 
 /* The VMs a process has open, kept by the patched lua_newstate/lua_close, so a loader

@@ -14,6 +14,7 @@
 #include "lj_obj.h"
 #include "lj_bc.h"
 #include "lj_frame.h"
+#include "lj_gc.h"
 
 #include "../../user/sampler_internal.h"
 
@@ -385,6 +386,36 @@ START_TEST(string_constants_read_alive_outlive_the_caller)
 }
 END_TEST
 
+static int stack_at(struct nupp_sym *s, GCproto *pt, __u64 gen, char **out);
+
+START_TEST(strings_are_not_read_while_the_gc_sweeps)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+	__u64 g = (__u64)(uintptr_t)G(L);
+	uint8_t saved = G(L)->gc.state;
+	char *out = NULL;
+
+	/* While the GC sweeps strings (or prototypes), a chunk name or constant read from
+	 * a prototype thought alive is not proven: the stack waits (-EAGAIN). */
+	nupp_sym_set_vms(s, &g, 1);
+	G(L)->gc.state = GCSsweepstring;
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), -EAGAIN);
+	ck_assert_int_eq(stack_at(s, pfoo, 0, &out), -EAGAIN);
+	G(L)->gc.state = GCSsweep;
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), -EAGAIN);
+	G(L)->gc.state = GCSpause;
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:gfoo");
+	/* Read once, kept: a later sweep does not stop it. */
+	G(L)->gc.state = GCSsweepstring;
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:gfoo");
+	G(L)->gc.state = saved;
+	nupp_sym_free(s);
+}
+END_TEST
+
 START_TEST(lost_events_never_name_the_wrong_incarnation)
 {
 	char b[256];
@@ -532,6 +563,7 @@ int main(void)
 	tcase_add_test(tc, a_free_after_a_read_in_the_same_drain_names_again);
 	tcase_add_test(tc, a_freed_callers_string_constants_are_not_trusted);
 	tcase_add_test(tc, string_constants_read_alive_outlive_the_caller);
+	tcase_add_test(tc, strings_are_not_read_while_the_gc_sweeps);
 	tcase_add_test(tc, lost_events_never_name_the_wrong_incarnation);
 	tcase_add_test(tc, a_stack_waits_for_every_free_up_to_its_generation);
 	tcase_add_test(tc, builtins_are_named_as_jit_p_names_them);
