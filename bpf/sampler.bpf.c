@@ -443,8 +443,12 @@ int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 	if (!p)
 		return 0;
 	__sync_fetch_and_add(&fc_epoch, 1);
+	/* No layout yet: no sample of the process can exist, so no generation is needed
+	 * (and user/sampler.c writes this entry whole when it sets the layout). */
+	if (!p->layout_ok)
+		return 0;
 	gen = __sync_fetch_and_add(&p->pgen, 1) + 1;
-	if (!b || !p->layout_ok)
+	if (!b)
 		goto lost;
 	if (smp_proto_head(b, p, NUPP_SMP_EV_PROTO_FREE, tgid, g, pt) ||
 	    bpf_probe_read_user(&sizept, 4, (const void *)(pt + p->lo.pt_sizept)))
