@@ -233,6 +233,10 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 		return smp_lose(NUPP_SMP_LOST_NO_VM);
 	zaddr = p->zone_addr[vi & (NUPP_SMP_MAX_VMS - 1)];
 	fc_ok = p->fc_ok[vi & (NUPP_SMP_MAX_VMS - 1)];
+	/* A VM whose prototype lifetime probes are not attached (another LuaJIT binary in
+	 * the process): its frames could not be named with proof. */
+	if (!fc_ok)
+		return smp_lose(NUPP_SMP_LOST_NO_VM);
 	s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
 		return 0;
@@ -242,9 +246,9 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 		s->lo_tgid = tgid;
 	}
 	/* tgid < 2^22 (PID_MAX_LIMIT): the tag names the process and the epoch. */
-	s->w.fc_tag = fc_ok ? (fc_epoch << 22) | (tgid & 0x3fffff) : 0;
+	s->w.fc_tag = (fc_epoch << 22) | (tgid & 0x3fffff);
 	/* The trace lifetime probes are attached with luajit:proto_free (fc_ok). */
-	s->w.tc_tag = fc_ok ? ((fc_epoch + tc_epoch) << 22) | (tgid & 0x3fffff) : 0;
+	s->w.tc_tag = ((fc_epoch + tc_epoch) << 22) | (tgid & 0x3fffff);
 	for (attempt = 0; attempt < 2; attempt++) {
 		err = nupp_walk_start(&s->w, &s->lo, g, &r, max_depth, how, &vmstate);
 		if (err) {
@@ -435,10 +439,10 @@ int BPF_USDT(nupp_smp_proto_new, __u64 g, __u64 pt)
 SEC("usdt")
 int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, sizept = 0, n, i;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, sizept = 0, n;
 	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct smp_proto_buf *b = bpf_map_lookup_elem(&proto_buf, &zero);
-	__u64 gen, old;
+	__u64 gen;
 
 	if (!p)
 		return 0;
@@ -462,12 +466,8 @@ int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup()) == 0)
 		return 0;
 lost:
-	/* Userspace cannot tell which prototype died at gen: it distrusts older samples. */
-	for (i = 0; i < 4; i++) {
-		old = p->pgen_lost;
-		if ((old && old <= gen) || __sync_val_compare_and_swap(&p->pgen_lost, old, gen) == old)
-			break;
-	}
+	/* Userspace cannot tell which prototype died at gen: it starts over. */
+	__sync_fetch_and_add(&p->nlost, 1);
 	return 0;
 }
 

@@ -33,7 +33,9 @@ struct smp_target {
 	int have_layout;
 	struct nupp_sym *sym;
 	struct nupp_traces *traces;
-	__u64 pgen; /* prototype generation when the current drain began */
+	__u64 pgen;  /* prototype generation when the current drain began */
+	__u64 nlost; /* prototype free events lost, as last seen */
+	int reset;   /* an event could not be recorded: forget the records at the drain */
 };
 
 /* USDT probes attached for one (binary, pid). */
@@ -138,11 +140,10 @@ static void smp_on_proto(struct nupp_sampler *s, struct smp_target *t, const str
 	const char *data = (const char *)(ev + 1);
 	int e;
 
-	if (smp_target_ready(s, t))
-		return;
+	if (smp_target_ready(s, t) && !t->sym)
+		return; /* no symbolizer (ENOMEM): nothing of the process is named */
 	if (size < sizeof(*ev) || size - sizeof(*ev) < ev->size) {
-		if (size >= sizeof(*ev) && ev->kind == NUPP_SMP_EV_PROTO_FREE)
-			nupp_sym_lost(t->sym, ev->pgen); /* a free not recorded is a lost free */
+		t->reset = 1; /* a free not recorded is a lost free: start over at the drain */
 		return;
 	}
 	if (ev->kind == NUPP_SMP_EV_PROTO_NEW)
@@ -151,9 +152,8 @@ static void smp_on_proto(struct nupp_sampler *s, struct smp_target *t, const str
 	else
 		e = nupp_sym_freed(t->sym, ev->pt, ev->pgen, ev->chunkname, ev->firstline, ev->sizebc, data,
 				   ev->size, ev->full);
-	/* A free not recorded is a lost free: samples from its generation on are not named. */
-	if (e && ev->kind == NUPP_SMP_EV_PROTO_FREE)
-		nupp_sym_lost(t->sym, ev->pgen);
+	if (e)
+		nupp_pr(NUPP_DEBUG, "PID %d: prototype event: %s\n", (int)t->pid, strerror(-e));
 }
 
 static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size);
@@ -382,10 +382,10 @@ int nupp_sampler_add_pid(struct nupp_sampler *s, pid_t pid)
 		return n;
 	if (n == 0)
 		return 0; /* no VM yet: vm_open (nupp_sampler_watch) fills it in */
+	/* Without the prototype and trace lifetime probes no name could be proven. */
 	e = smp_attach_probes(s, vms[0].path, pid);
 	if (e)
-		nupp_pr(NUPP_WARN, "PID %d: no trace lifetime events (%s); traces are decoded at drain\n", (int)pid,
-			nupp_errmsg());
+		return e;
 	if (bpf_map_lookup_elem(fd, &key, &p))
 		memset(&p, 0, sizeof(p));
 	if (!p.layout_ok) {
@@ -563,6 +563,21 @@ static int smp_add_row(struct smp_row *r, struct nupp_sample_set *out)
 	return nupp_sample_set_add(out, zone, r->stack, &row); /* also counts out->samples */
 }
 
+/* Gives each symbolizer its process's open VMs (their GC phase decides string reads). */
+static void smp_refresh_vms(struct nupp_sampler *s)
+{
+	int i;
+
+	for (i = 0; i < s->ntargets; i++) {
+		struct smp_target *t = &s->targets[i];
+		struct nupp_smp_proc p;
+		__u32 key = (__u32)t->pid;
+
+		if (t->sym && !bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.procs), &key, &p))
+			nupp_sym_set_vms(t->sym, p.g, (int)(p.nvm < NUPP_SMP_MAX_VMS ? p.nvm : NUPP_SMP_MAX_VMS));
+	}
+}
+
 /* Names the rows of one drain. A name read from the target is proven by the events read
  * after it (a prototype freed after the events were read was freed after it was read);
  * while an event read after naming may change a name, the target's rows are named again. */
@@ -585,11 +600,18 @@ static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n
 	for (round = 0; round < 64; round++) {
 		bool again = false, waiting = false;
 
+		/* Names read in the last round are proven only by every event sent before
+		 * them: while events are left unread, read on (and start no new round). */
 		behind = smp_consume(s, SMP_DRAIN_EVENTS);
+		if (behind) {
+			if (smp_now_us() >= deadline)
+				break;
+			continue;
+		}
+		smp_refresh_vms(s);
 		for (i = 0; i < s->ntargets; i++) {
 			struct smp_target *t = &s->targets[i];
-			/* Events left unread may hold a free that changes a name given. */
-			bool all = t->sym && (behind || nupp_sym_suspect(t->sym));
+			bool all = t->sym && nupp_sym_suspect(t->sym);
 
 			if (!t->sym)
 				continue;
@@ -606,8 +628,8 @@ static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n
 		if (!again)
 			return;
 		/* A sample's generation is ahead of the frees read (one is being sent), or a
-		 * name needs a string while a VM sweeps: wait a little. Renaming for other
-		 * reasons stops after 8 rounds. */
+		 * name needs a string of a dead prototype while its VM sweeps: wait a little.
+		 * Renaming for other reasons stops after 8 rounds. */
 		if (waiting && smp_now_us() < deadline)
 			usleep(1000);
 		else if (round >= 7)
@@ -707,8 +729,15 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 			continue;
 		t->pgen = p.pgen;
 		nupp_sym_set_vms(t->sym, p.g, (int)(p.nvm < NUPP_SMP_MAX_VMS ? p.nvm : NUPP_SMP_MAX_VMS));
-		if (p.pgen_lost)
-			nupp_sym_lost(t->sym, p.pgen_lost);
+		if (p.nlost != t->nlost || t->reset) {
+			/* Every lost generation is <= pgen (taken before its event was sent). */
+			nupp_pr(NUPP_WARN, "PID %d: %llu prototype events lost (ring buffer full): samples "
+				"until now are counted as lost (symbolize)\n",
+				(int)t->pid, (unsigned long long)(p.nlost - t->nlost));
+			nupp_sym_reset(t->sym, p.pgen);
+			t->nlost = p.nlost;
+			t->reset = 0;
+		}
 	}
 	while (bpf_map_get_next_key(cfd, have ? &key : NULL, &next) == 0) {
 		if (nkeys == cap) {

@@ -39,9 +39,9 @@ int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 f
  * cut if size < sizept. */
 int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
 		   const void *mem, __u32 size, __u32 sizept);
-/* The free event of generation pgen was lost: samples of pgen or later are named from
- * older copies only after their memory is checked again. */
-void nupp_sym_lost(struct nupp_sym *s, __u64 pgen);
+/* Free events were lost, all at generations <= pgen (the process's generation now):
+ * forgets every record, refuses stacks up to pgen, names later ones afresh. */
+void nupp_sym_reset(struct nupp_sym *s, __u64 pgen);
 /* Starts a drain; nupp_sym_suspect: a prototype copied from the target in this drain was
  * freed since, so the stacks named in it must be named again. */
 void nupp_sym_begin(struct nupp_sym *s);

@@ -90,7 +90,7 @@ struct nupp_sym {
 	struct sym_cfunc *cfuncs[SYM_BUCKETS];
 	__u64 drain;     /* number of the current drain (nupp_sym_begin) */
 	bool suspect;    /* a copy read in this drain belongs to a prototype freed since */
-	__u64 pgen_lost; /* lowest generation whose free event was lost, 0 none */
+	__u64 refuse_upto; /* stacks of generations <= this are refused (events were lost) */
 	bool refused;    /* a name needed a string constant of a freed prototype */
 	bool gc_busy;    /* a name needed a string read while a VM was sweeping */
 	__u64 vms[NUPP_SMP_MAX_VMS]; /* the process's VMs (global_State *), 0 = none */
@@ -199,39 +199,49 @@ void nupp_sym_set_vms(struct nupp_sym *s, const __u64 *g, int n)
 		s->vms[i] = i < n ? g[i] : 0;
 }
 
-/* Whether no VM of the process is sweeping. The GC frees strings (GCSsweepstring) before
- * prototypes (GCSsweep): while it sweeps, a string of a prototype that is unreachable but
- * not yet freed may already be recycled, and no free event says so yet. Outside the
- * sweep, such a prototype's strings are intact, and once swept its free event follows. */
-static bool sym_gc_quiet(struct nupp_sym *s)
+/* Whether the strings of prototype pt are intact now. The GC frees strings
+ * (GCSsweepstring) before prototypes (GCSsweep): while it sweeps, a string of a
+ * prototype that is unreachable but not yet freed may already be recycled, and no free
+ * event says so yet. So: every VM of the process is outside the sweep, or pt is not dead
+ * under it (marked & otherwhite, lj_gc.h isdead). (A VM that stops allocating can stay
+ * in a sweep phase for good: the second test keeps its live code nameable.) Outside the
+ * sweep, an unreachable prototype's strings are intact, and once swept its free event
+ * follows. */
+static bool sym_gc_quiet(struct nupp_sym *s, __u64 pt)
 {
+	const struct nupp_lj_layout *lo = &s->lo;
 	int i;
 
 	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
-		__u8 st = 0;
+		__u8 st = 0, white = 0, marked = 0;
 
 		if (!s->vms[i])
 			continue;
-		if (s->read(s->read_ctx, s->vms[i] + s->lo.g_gc_state, &st, 1))
+		if (s->read(s->read_ctx, s->vms[i] + lo->g_gc_state, &st, 1))
 			return false;
-		if (st == s->lo.gcs_sweepstring || st == s->lo.gcs_sweep)
+		if (st != lo->gcs_sweepstring && st != lo->gcs_sweep)
+			continue;
+		if (s->read(s->read_ctx, s->vms[i] + lo->g_gc_currentwhite, &white, 1) ||
+		    s->read(s->read_ctx, pt + lo->gch_marked, &marked, 1))
+			return false;
+		if (marked & (white ^ lo->gc_whites) & lo->gc_whites)
 			return false;
 	}
 	return true;
 }
 
-/* Reads a string of a prototype thought alive: proven only if no VM was sweeping before
- * or after the read (-EAGAIN and gc_busy otherwise: the stack is named later). */
-static int sym_read_live_str(struct nupp_sym *s, __u64 str, char *buf, size_t size)
+/* Reads a string of prototype pt, thought alive: proven only if its strings were intact
+ * before and after the read (-EAGAIN and gc_busy otherwise: the stack is named later). */
+static int sym_read_live_str(struct nupp_sym *s, __u64 pt, __u64 str, char *buf, size_t size)
 {
 	int err;
 
-	if (!sym_gc_quiet(s)) {
+	if (!sym_gc_quiet(s, pt)) {
 		s->gc_busy = true;
 		return -EAGAIN;
 	}
 	err = sym_read_str(s, str, buf, size);
-	if (!err && !sym_gc_quiet(s)) {
+	if (!err && !sym_gc_quiet(s, pt)) {
 		s->gc_busy = true;
 		return -EAGAIN;
 	}
@@ -396,7 +406,7 @@ static struct sym_proto *sym_proto(struct nupp_sym *s, const struct nupp_smp_fra
 			return NULL;
 	}
 	if (!p->have_module) {
-		*err = sym_read_live_str(s, f->chunkname, chunk, sizeof(chunk));
+		*err = sym_read_live_str(s, f->ptr, f->chunkname, chunk, sizeof(chunk));
 		if (*err)
 			return NULL;
 		p->firstline = f->firstline;
@@ -419,9 +429,12 @@ static struct sym_proto *sym_proto(struct nupp_sym *s, const struct nupp_smp_fra
 int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
 		  const char *name, __u32 len, __u32 full)
 {
-	struct sym_proto *p = sym_proto_alive(s, pt);
+	struct sym_proto *p;
 	char buf[SYM_STR_MAX];
 
+	if (s->refuse_upto && pgen < s->refuse_upto)
+		return 0; /* from before a reset: read from the target if it lives on */
+	p = sym_proto_alive(s, pt);
 	/* An incarnation still thought alive died before this one was born (its free event
 	 * was lost): only samples before this birth saw it. */
 	if (p) {
@@ -512,16 +525,20 @@ static bool sym_failed_has(const struct nupp_sym *s, __u64 pt)
 int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
 		   const void *mem, __u32 size, __u32 sizept)
 {
-	struct sym_proto *p = sym_proto_alive(s, pt);
+	struct sym_proto *p;
 	unsigned char *copy;
 
+	/* Of the generations nupp_sym_reset gave up: their stacks are refused anyway. */
+	if (pgen <= s->refuse_upto)
+		return 0;
+	sym_freed_gen(s, pgen);
+	p = sym_proto_alive(s, pt);
 	if (!p) {
 		/* Born before we looked and never copied. */
 		p = sym_proto_add(s, pt, sym_proto_end(s, pt));
 		if (!p)
 			return -ENOMEM;
 	}
-	sym_freed_gen(s, pgen);
 	/* Copied in this drain: maybe after this free. Or a name failed in this drain on
 	 * this address: this copy may give it. */
 	if ((p->live_drain && p->live_drain == s->drain) || sym_failed_has(s, pt))
@@ -554,8 +571,12 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 		return 0;
 	}
 	copy = malloc(size ? size : 1);
-	if (!copy)
+	if (!copy) {
+		free(p->mem); /* ended all the same: it names nothing */
+		p->mem = NULL;
+		p->unusable = true;
 		return -ENOMEM;
+	}
 	memcpy(copy, mem, size);
 	free(p->mem);
 	p->mem = copy;
@@ -584,12 +605,26 @@ void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
 	}
 }
 
-/* A free event was lost at generation pgen (the BPF ring buffer was full): no record
- * can say which incarnations samples from then on saw. */
-void nupp_sym_lost(struct nupp_sym *s, __u64 pgen)
+/* Free events were lost, all at generations <= pgen (the process's generation now):
+ * no record can say which incarnations those samples saw. Forgets every record, refuses
+ * stacks up to pgen, and names later ones from records made afresh. */
+void nupp_sym_reset(struct nupp_sym *s, __u64 pgen)
 {
-	if (pgen && (!s->pgen_lost || pgen < s->pgen_lost))
-		s->pgen_lost = pgen;
+	int i;
+
+	for (i = 0; i < SYM_BUCKETS; i++)
+		while (s->protos[i]) {
+			struct sym_proto *p = s->protos[i];
+
+			s->protos[i] = p->next;
+			sym_proto_free(p);
+		}
+	if (pgen > s->refuse_upto)
+		s->refuse_upto = pgen;
+	if (pgen > s->freed_upto)
+		s->freed_upto = pgen;
+	s->nooo = 0;
+	s->drain++; /* copies read before are not this drain's */
 }
 
 /* Starts a naming round, after the events sent so far were read: copies read from the
@@ -712,7 +747,7 @@ static int sym_kstr(struct nupp_sym *s, struct sym_proto *p, __u32 idx, char *bu
 		return -ESTALE;
 	}
 	memcpy(&str, at, 8);
-	err = sym_read_live_str(s, str & s->lo.gcvmask, buf, size);
+	err = sym_read_live_str(s, p->pt, str & s->lo.gcvmask, buf, size);
 	if (err)
 		return err;
 	/* Kept for the day it is freed (lua_close frees every prototype, before strings). */
@@ -1013,8 +1048,8 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 /* Names frames (innermost first) as "outer;...;inner". */
 int nupp_sym_stack(struct nupp_sym *s, const struct nupp_smp_frame *f, int n, __u64 pgen, char **out)
 {
-	/* Not before every free up to the sample is known; never after a lost one. */
-	if (s->pgen_lost && pgen >= s->pgen_lost)
+	/* Not before every free up to the sample is known; never across lost ones. */
+	if (s->refuse_upto && pgen <= s->refuse_upto)
 		return -ESTALE;
 	if (pgen > s->freed_upto)
 		return -EAGAIN;

@@ -199,6 +199,9 @@ struct nupp_lj_layout {
 	__u32 g_gc_state;      /* uint8 g->gc.state */
 	__u32 gcs_sweepstring; /* GCSsweepstring */
 	__u32 gcs_sweep;       /* GCSsweep */
+	__u32 g_gc_currentwhite; /* uint8 g->gc.currentwhite */
+	__u32 gc_whites;         /* LJ_GC_WHITES: an object is dead if marked & otherwhite */
+	__u32 gch_marked;        /* uint8 GChead.marked */
 };
 
 /* The VMs a process has open, kept by the patched lua_newstate/lua_close, so a loader

@@ -98,10 +98,10 @@ struct nupp_smp_proc {
 	 * A sample at generation E saw the incarnation of each GCproto* that the first free
 	 * of that address with a generation > E (if any) killed. */
 	__u64 pgen;
-	/* Lowest generation whose proto_free event was lost (ring buffer full), 0 = none:
-	 * samples of it or later cannot prove which incarnation of an older prototype they
-	 * saw without checking its memory again. */
-	__u64 pgen_lost;
+	/* proto_free events lost (ring buffer full): when it grows, userspace forgets what it
+	 * knew of the process's prototypes and refuses samples up to the current generation
+	 * (which is past every lost one: a generation is taken before its event is sent). */
+	__u64 nlost;
 	struct nupp_lj_layout lo;
 };
 
