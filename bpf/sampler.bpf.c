@@ -308,12 +308,18 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 /* -- VM and trace lifetime (USDT) ------------------------------------------------ */
 
 /* Sends a lifetime event to userspace. */
-static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, __u64 mcode, __u32 traceno)
+static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, __u64 mcode, __u32 traceno,
+				       struct nupp_smp_proc *p, __u64 pgen)
 {
 	struct nupp_smp_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 
-	if (!ev)
+	if (!ev) {
+		/* A trace event lost: userspace starts over (as for a prototype free). */
+		if (p)
+			__sync_fetch_and_add(&p->nlost, 1);
 		return;
+	}
+	ev->pgen = pgen;
 	ev->kind = kind;
 	ev->tgid = tgid;
 	ev->g = g;
@@ -322,6 +328,12 @@ static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, 
 	ev->traceno = traceno;
 	ev->pad = 0;
 	bpf_ringbuf_submit(ev, 0);
+}
+
+/* The generation a trace free ends (0 while the layout is unknown: no sample yet). */
+static __always_inline __u64 smp_trace_gen(struct nupp_smp_proc *p)
+{
+	return p->layout_ok ? __sync_fetch_and_add(&p->pgen, 1) + 1 : 0;
 }
 
 /* luajit:vm_open(g, L, &luajit_bpf_layout): a target's new VM is sampled from now on. */
@@ -358,7 +370,7 @@ int BPF_USDT(nupp_smp_vm_open, __u64 g, __u64 L, __u64 layout)
 	}
 sent:
 	__sync_fetch_and_add(&fc_epoch, 1);
-	smp_event(NUPP_SMP_EV_VM_OPEN, tgid, g, 0, 0, 0);
+	smp_event(NUPP_SMP_EV_VM_OPEN, tgid, g, 0, 0, 0, 0, 0);
 	return 0;
 }
 
@@ -381,7 +393,7 @@ int BPF_USDT(nupp_smp_vm_close, __u64 g)
 		}
 	}
 	__sync_fetch_and_add(&fc_epoch, 1);
-	smp_event(NUPP_SMP_EV_VM_CLOSE, tgid, g, 0, 0, 0);
+	smp_event(NUPP_SMP_EV_VM_CLOSE, tgid, g, 0, 0, 0, 0, 0);
 	return 0;
 }
 
@@ -478,9 +490,11 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (bpf_map_lookup_elem(&procs, &tgid)) {
+	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (p) {
 		__sync_fetch_and_add(&tc_epoch, 1);
-		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno);
+		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, p->pgen);
 	}
 	return 0;
 }
@@ -492,9 +506,11 @@ int BPF_USDT(nupp_smp_trace_free, __u64 g, __u64 T, __u32 traceno, __u64 mcode)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (bpf_map_lookup_elem(&procs, &tgid)) {
+	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (p) {
 		__sync_fetch_and_add(&tc_epoch, 1);
-		smp_event(NUPP_SMP_EV_TRACE_FREE, tgid, g, T, mcode, traceno);
+		smp_event(NUPP_SMP_EV_TRACE_FREE, tgid, g, T, mcode, traceno, p, smp_trace_gen(p));
 	}
 	return 0;
 }
@@ -505,9 +521,11 @@ int BPF_USDT(nupp_smp_trace_flush, __u64 g)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 
-	if (bpf_map_lookup_elem(&procs, &tgid)) {
+	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+
+	if (p) {
 		__sync_fetch_and_add(&tc_epoch, 1);
-		smp_event(NUPP_SMP_EV_TRACE_FLUSH, tgid, g, 0, 0, 0);
+		smp_event(NUPP_SMP_EV_TRACE_FLUSH, tgid, g, 0, 0, 0, p, smp_trace_gen(p));
 	}
 	return 0;
 }

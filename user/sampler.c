@@ -200,15 +200,19 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 		break;
 	case NUPP_SMP_EV_TRACE_STOP:
 		if (t->traces)
-			nupp_traces_add(t->traces, ev->trace, ev->traceno);
+			nupp_traces_add(t->traces, ev->trace, ev->traceno, ev->pgen);
 		break;
 	case NUPP_SMP_EV_TRACE_FREE:
-		if (t->traces)
-			nupp_traces_kill(t->traces, ev->trace);
-		break;
 	case NUPP_SMP_EV_TRACE_FLUSH:
-		if (t->traces)
-			nupp_traces_kill(t->traces, 0);
+		/* Trace frees take a generation too (one not read holds back later stacks). */
+		smp_target_ready(s, t);
+		if (!t->sym || !t->traces) {
+			t->reset = 1;
+			break;
+		}
+		nupp_traces_kill(t->traces, ev->kind == NUPP_SMP_EV_TRACE_FREE ? ev->trace : 0, ev->pgen);
+		if (ev->pgen)
+			nupp_sym_gen_done(t->sym, ev->pgen);
 		break;
 	}
 }
@@ -836,7 +840,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	}
 	for (i = 0; i < (size_t)s->ntargets; i++) {
 		if (s->targets[i].traces)
-			nupp_traces_purge(s->targets[i].traces);
+			nupp_traces_purge(s->targets[i].traces, s->targets[i].pgen);
 		/* Copies of prototypes that died before the drain began name no later sample. */
 		if (s->targets[i].sym)
 			nupp_sym_purge(s->targets[i].sym, s->targets[i].pgen);

@@ -42,6 +42,8 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 /* Free events were lost, all at generations <= pgen (the process's generation now):
  * forgets every record, refuses stacks up to pgen, names later ones afresh. */
 void nupp_sym_reset(struct nupp_sym *s, __u64 pgen);
+/* A free of generation pgen that is not a prototype's (a trace's) was read. */
+void nupp_sym_gen_done(struct nupp_sym *s, __u64 pgen);
 /* Starts a drain; nupp_sym_suspect: a prototype copied from the target in this drain was
  * freed since, so the stacks named in it must be named again. */
 void nupp_sym_begin(struct nupp_sym *s);
@@ -68,11 +70,13 @@ struct nupp_traces;
 struct nupp_traces *nupp_traces_new(const struct nupp_lj_layout *lo, nupp_read_fn read, void *read_ctx);
 void nupp_traces_free(struct nupp_traces *t);
 /* Decodes (and caches) trace T now, while it is alive. 0 or -errno. */
-int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno);
-/* Marks T (or every trace if T == 0) as freed: dropped by the next nupp_traces_purge. */
-void nupp_traces_kill(struct nupp_traces *t, __u64 T);
+/* born: the prototype generation when it was made (nupp_smp_event.pgen). */
+int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born);
+/* Marks T (or every trace if T == 0) as freed, ending generation gen: samples of
+ * earlier generations still find it, until nupp_traces_purge drops it. */
+void nupp_traces_kill(struct nupp_traces *t, __u64 T, __u64 gen);
 /* Drops the entries marked freed. */
-void nupp_traces_purge(struct nupp_traces *t);
+void nupp_traces_purge(struct nupp_traces *t, __u64 gen);
 /* Rewrites a trace sample's frames: the leaf position from the snapshot and the inlined
  * frames above the start frame. in has n frames; out has room for max; returns the new
  * count, or -errno (-ENOENT: the trace is unknown and cannot be read any more). */

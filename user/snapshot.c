@@ -44,12 +44,17 @@ struct tr_snap {
 	struct tr_frame fr[TR_MAX_INL];
 };
 
+#define TR_ALIVE (~0ull)
+
 /* One decoded trace. */
 struct tr_entry {
 	struct tr_entry *next;
 	__u64 T, mcode;
 	__u32 traceno, nsnap;
-	int dead;
+	/* The prototype generations [lo, hi) whose samples saw this trace (hi = TR_ALIVE
+	 * until its free): a later trace at the same address, number and machine code
+	 * (after a flush) is another entry. */
+	__u64 lo, hi;
 	__u64 startpt;
 	__u16 *mcofs;
 	struct tr_snap *snaps;
@@ -457,7 +462,7 @@ static int tr_exec_pc(struct nupp_traces *t, struct tr_entry *e, __u64 ir, __u32
 }
 
 /* Decodes (and caches) trace T now, while it is alive. */
-int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno)
+int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
 	unsigned char hdr[512];
@@ -477,7 +482,7 @@ int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno)
 	if (tr_get(hdr, lo->T_traceno, 2) != traceno)
 		return -ESTALE;
 	for (e = t->b[b]; e; e = e->next)
-		if (e->T == T && e->traceno == traceno && e->mcode == tr_get(hdr, lo->T_mcode, 8) && !e->dead)
+		if (e->T == T && e->traceno == traceno && e->mcode == tr_get(hdr, lo->T_mcode, 8) && e->hi == TR_ALIVE)
 			return 0;
 	e = calloc(1, sizeof(*e));
 	if (!e)
@@ -485,6 +490,8 @@ int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno)
 	e->T = T;
 	e->traceno = traceno;
 	e->mcode = tr_get(hdr, lo->T_mcode, 8);
+	e->lo = born;
+	e->hi = TR_ALIVE;
 	e->nsnap = (__u32)tr_get(hdr, lo->T_nsnap, 2);
 	e->startpt = tr_get(hdr, lo->T_startpt, 8);
 	snap = tr_get(hdr, lo->T_snap, 8);
@@ -531,8 +538,8 @@ fail:
 	return err;
 }
 
-/* Marks T (or every trace if T == 0) as freed. */
-void nupp_traces_kill(struct nupp_traces *t, __u64 T)
+/* Marks T (or every trace if T == 0) as freed, ending generation gen. */
+void nupp_traces_kill(struct nupp_traces *t, __u64 T, __u64 gen)
 {
 	int i;
 
@@ -540,12 +547,12 @@ void nupp_traces_kill(struct nupp_traces *t, __u64 T)
 	 * thousands of traces between two drains). */
 	for (i = T ? (int)tr_bucket(T) : 0; i < (T ? (int)tr_bucket(T) + 1 : TR_BUCKETS); i++)
 		for (struct tr_entry *e = t->b[i]; e; e = e->next)
-			if (!T || e->T == T)
-				e->dead = 1;
+			if ((!T || e->T == T) && e->hi == TR_ALIVE)
+				e->hi = gen > e->lo ? gen : e->lo;
 }
 
-/* Drops the entries marked freed. */
-void nupp_traces_purge(struct nupp_traces *t)
+/* Drops the entries freed at or before generation gen (no later sample saw them). */
+void nupp_traces_purge(struct nupp_traces *t, __u64 gen)
 {
 	int i;
 
@@ -555,7 +562,7 @@ void nupp_traces_purge(struct nupp_traces *t)
 		while (*pp) {
 			struct tr_entry *e = *pp;
 
-			if (e->dead) {
+			if (e->hi != TR_ALIVE && e->hi <= gen) {
 				*pp = e->next;
 				tr_entry_free(e);
 			} else {
@@ -572,11 +579,22 @@ static struct tr_entry *tr_find(struct nupp_traces *t, const struct nupp_smp_sta
 	struct tr_entry *e;
 	int pass;
 
+	__u64 end = 0;
+
 	for (pass = 0; pass < 2; pass++) {
-		for (e = t->b[b]; e; e = e->next)
-			if (e->T == st->trace && e->traceno == st->traceno && e->mcode == st->mcode)
+		for (e = t->b[b]; e; e = e->next) {
+			if (e->T != st->trace || e->traceno != st->traceno || e->mcode != st->mcode)
+				continue;
+			if (e->lo <= st->pgen && st->pgen < e->hi)
 				return e;
-		if (pass || nupp_traces_add(t, st->trace, st->traceno))
+			if (e->hi == TR_ALIVE)
+				return NULL; /* alive since after the sample: the one it saw is gone */
+			if (e->hi > end)
+				end = e->hi;
+		}
+		/* Made before we looked: decoded now, if it lives, as the incarnation after
+		 * every freed one of the same identity. */
+		if (pass || st->pgen < end || nupp_traces_add(t, st->trace, st->traceno, end))
 			return NULL;
 	}
 	return NULL;

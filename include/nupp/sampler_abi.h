@@ -94,7 +94,8 @@ struct nupp_smp_proc {
 	 * frame and trace caches may be used for its samples (include/nupp/walk.h). */
 	__u8 fc_ok[NUPP_SMP_MAX_VMS];
 	__u64 zone_addr[NUPP_SMP_MAX_VMS]; /* address of the VM's u32 zone id, 0 = none */
-	/* Prototype generation: +1 for every prototype the process frees (luajit:proto_free).
+	/* Prototype generation: +1 for every prototype or trace the process frees
+	 * (luajit:proto_free, trace_free, trace_flush).
 	 * A sample at generation E saw the incarnation of each GCproto* that the first free
 	 * of that address with a generation > E (if any) killed. */
 	__u64 pgen;
@@ -124,6 +125,11 @@ struct nupp_smp_event {
 	__u64 mcode;
 	__u32 traceno;
 	__u32 pad;
+	/* TRACE_STOP: the process's prototype generation when the trace was made;
+	 * TRACE_FREE, TRACE_FLUSH: the generation the free ends (trace frees take one
+	 * too, so a trace's samples are told from those of a later trace at the same
+	 * address, number and machine code). */
+	__u64 pgen;
 };
 
 /* Bytes of a chunk name sent with NUPP_SMP_EV_PROTO_NEW (longer names are cut: they are

@@ -110,7 +110,7 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 	}
 	ck_assert_msg(T != NULL, "no loop trace for hot()");
 	tc = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
-	ck_assert_int_eq(nupp_traces_add(tc, (__u64)(uintptr_t)T, T->traceno), 0);
+	ck_assert_int_eq(nupp_traces_add(tc, (__u64)(uintptr_t)T, T->traceno, 0), 0);
 	memset(&st, 0, sizeof(st));
 	st.depth = 2;
 	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
@@ -200,11 +200,17 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 	ck_assert_int_eq(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), 2);
 	ck_assert_int_eq(out[0].pos, -1);
 
-	/* freed: dropped at the purge; the memory cannot be read any more -> unknown */
+	/* freed at generation 1: samples of generation 0 still expand until the purge;
+	 * one of generation 1 or later saw another trace (not decoded: refused) */
 	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
-	nupp_traces_kill(tc, (__u64)(uintptr_t)T);
+	nupp_traces_kill(tc, (__u64)(uintptr_t)T, 1);
 	ck_assert_int_ge(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), 2); /* until purged */
-	nupp_traces_purge(tc);
+	st.pgen = 1;
+	fail_reads = 1;
+	ck_assert_int_eq(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	fail_reads = 0;
+	st.pgen = 0;
+	nupp_traces_purge(tc, 1);
 	fail_reads = 1;
 	ck_assert_int_eq(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), -ENOENT);
 	fail_reads = 0;
@@ -267,7 +273,7 @@ static void loop_lines(lua_State *L, struct nupp_traces *tc, GCproto *pt, int st
 			T = t;
 	}
 	ck_assert_msg(T != NULL, "no loop trace at line %d", start);
-	ck_assert_int_eq(nupp_traces_add(tc, (__u64)(uintptr_t)T, T->traceno), 0);
+	ck_assert_int_eq(nupp_traces_add(tc, (__u64)(uintptr_t)T, T->traceno, 0), 0);
 	memset(&st, 0, sizeof(st));
 	st.depth = 1;
 	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
