@@ -103,6 +103,14 @@ struct nupp_profile_meta {
 	const char *zone_filter, *root;
 };
 
+/* A whole profile: how it was made, the sample rows and the abort rows. What `record`
+ * and a session's stop produce, what every writer renders and the JSON reader returns. */
+struct nupp_profile {
+	struct nupp_profile_meta meta;
+	struct nupp_sample_set samples;
+	struct nupp_abort_set aborts;
+};
+
 /* Writes the nupp profile JSON document (version 1): meta, samples, aborts. */
 int nupp_write_profile_json(const struct nupp_profile_meta *m, const struct nupp_sample_set *s,
 			    const struct nupp_abort_set *a, FILE *f);
