@@ -62,8 +62,8 @@ static json_t *json_samples(const struct nupp_sample_set *s)
 
 	for (i = 0; arr && i < s->n; i++) {
 		const struct nupp_sample_row *r = &s->rows[i];
-		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "zonePath", r->zone_path, "stack",
-				      r->stack, "count", (json_int_t)r->count, "compiled", (json_int_t)r->compiled,
+		json_t *o = json_pack("{s:i, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "pid", (int)r->pid, "zonePath",
+				      r->zone_path, "stack", r->stack, "count", (json_int_t)r->count, "compiled", (json_int_t)r->compiled,
 				      "interpreted", (json_int_t)r->interpreted, "cCode", (json_int_t)r->ccode,
 				      "collecting", (json_int_t)r->collecting, "compiling", (json_int_t)r->compiling);
 
