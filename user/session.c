@@ -780,8 +780,9 @@ static void ses_helper_main(struct nupp_session *s)
 			continue;
 		if (ses_read_all(s->sock, &req, 1))
 			break; /* the profiled process closed the session, or died */
-		if (req == SES_REQ_STOP)
-			ses_drain(s);
+		/* Both answers are fresh: what was sampled until the request. */
+		ses_drain(s);
+		s->next_drain = ses_now() + s->o.drain_ms / 1000.0;
 		if (ses_send_sets(s, s->sock) || req == SES_REQ_STOP)
 			break;
 	}
