@@ -180,6 +180,10 @@ local function vm_why()
   local okp = pcall(require, "jit.profile")
   if not okp then return "this LuaJIT has no jit.profile (it was built without LJ_HASPROFILE)" end
   if type(jit.attach) ~= "function" then return "this LuaJIT has no jit.attach" end
+  if not pcall(require, "jit.vmdef") or not pcall(require, "jit.util") then
+    return "jit.vmdef and jit.util are not on package.path (they come with LuaJIT, in its "
+      .. "share/luajit-2.1.0-beta3/jit/: keep LuaJIT's default path, e.g. end LUA_PATH with ;;)"
+  end
   return nil
 end
 
