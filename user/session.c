@@ -220,7 +220,9 @@ static int ses_attach_binary(struct nupp_session *s, struct ses_target *t, bool 
 	if (s->smp) {
 		/* Probes first: a VM seen opening has its prototype frees and trace changes
 		 * watched; then the process, tolerating a VM not open yet (-ENOENT). */
-		e = nupp_sampler_watch(s->smp, t->binary, t->pid);
+		/* A followed process tree: every process of the binary, watched once, so a child
+		 * that execs it costs no probe attach (vm_open ignores processes not added). */
+		e = nupp_sampler_watch(s->smp, t->binary, s->follow ? -1 : t->pid);
 		if (!e) {
 			/* A running process's samples are counted only once their zone ids are read. */
 			if (running)
@@ -308,6 +310,11 @@ int nupp_session_attach_spawned(struct nupp_session *s, int pid, const char *exe
 
 	if (!t)
 		return -ENOSPC;
+	/* Execs are followed always (a wrapper); forks only to name what is not followed,
+	 * or to follow it with subprocesses. */
+	e = ses_follow(s, pid);
+	if (e)
+		return e;
 	e = nupp_vm_binary_for_exe(exe, bin, sizeof(bin));
 	if (e == 0) {
 		snprintf(t->binary, sizeof(t->binary), "%s", bin);
@@ -326,9 +333,7 @@ int nupp_session_attach_spawned(struct nupp_session *s, int pid, const char *exe
 		if (e && e != -ENOENT)
 			return e;
 	}
-	/* Execs are followed always (a wrapper); forks only to name what is not followed,
-	 * or to follow it with subprocesses. */
-	return ses_follow(s, pid);
+	return 0;
 }
 
 /* -- Following ----------------------------------------------------------------- */
@@ -508,7 +513,8 @@ static int ses_step(struct nupp_session *s, int timeout_ms)
 	now = ses_now();
 	for (i = 0; i < s->nt; i++)
 		fast |= s->t[i].fast_until > now;
-	if (fast && timeout_ms > SES_FAST_MS)
+	/* Following processes: their execs are read at least this often. */
+	if ((fast || s->follow) && timeout_ms > SES_FAST_MS)
 		timeout_ms = SES_FAST_MS;
 	if (s->smp)
 		e = nupp_sampler_poll(s->smp, timeout_ms);
