@@ -162,12 +162,11 @@ local function pop()
     error("nupp.zone: zone() closes the innermost open zone, but no zone is open"
       .. " (each zone(\"name\") takes exactly one zone() after it)", 3)
   end
-  local node = stack[depth]
-  stack[depth] = nil
+  local name = cur.name
   depth = depth - 1
-  cur = stack[depth]
+  cur = stack[depth] -- (stack[depth + 1] stays until overwritten: a node is never freed)
   if slotp then slotp[0] = cur.id end
-  return node.name
+  return name
 end
 
 local zone = {}
