@@ -237,9 +237,16 @@ static int ses_attach_binary(struct nupp_session *s, struct ses_target *t, bool 
 		}
 	}
 	if (!e && s->tr) {
-		e = nupp_trace_attach(s->tr, t->binary, t->pid);
-		if (!e && !t->vmlist)
+		int te = nupp_trace_attach(s->tr, t->binary, t->pid);
+
+		if (!te && !t->vmlist)
 			ses_arm_zones(s, t);
+		/* A process already running (exec'ed under a follower) stays sampled even when its
+		 * abort probes cannot be attached (it may be exiting): said, not fatal. */
+		if (te && (running || !s->smp))
+			e = te;
+		else if (te)
+			nupp_pr(NUPP_WARN, "PID %d: trace aborts not counted: %s\n", (int)t->pid, nupp_errmsg());
 	}
 	if (!e) {
 		t->attached = true;
@@ -324,7 +331,13 @@ int nupp_session_attach_spawned(struct nupp_session *s, int pid, const char *exe
 	} else if (e != -ENOEXEC) {
 		return e;
 	} else {
+		char own[PATH_MAX];
+
 		t->fast_until = ses_now() + SES_FAST_SECS;
+		/* The LuaJIT a wrapper most likely execs is ours: its probes are attached now,
+		 * so the exec costs no attach (another LuaJIT is attached when it is exec'ed). */
+		if (s->smp && nupp_vm_binary_for_exe(NUPP_LUAJIT_PREFIX "/bin/luajit", own, sizeof(own)) == 0)
+			nupp_sampler_watch(s->smp, own, -1);
 	}
 	if (e == -ENOEXEC && s->smp) {
 		/* Not LuaJIT (a wrapper, env, sh -c): sampled as soon as it execs our LuaJIT;
