@@ -693,8 +693,11 @@ int cmd_record(int argc, char **argv)
 		ret = record_write(&o, &m, &set, &ab);
 		if (!ret && !o.quiet)
 			record_summary(&o, &set, &ab, m.duration_sec);
-		if (cli_verbose)
+		if (cli_verbose) {
 			record_stats(smp, tr);
+			fprintf(stderr, "nupp-bpf: target memory reads: %llu process_vm_readv calls, %.0f/s\n",
+				(unsigned long long)nupp_vm_read_calls(), nupp_vm_read_calls() / m.duration_sec);
+		}
 	}
 	if (!ret && o.cmd && child_done && !killed_by_us)
 		ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
