@@ -6,6 +6,7 @@
  * control instruction's guard snapshot, which resumes at the other branch, that
  * instruction (tr_exec_pc). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -86,6 +87,12 @@ struct tr_entry {
 	struct tr_snap *snaps;
 	struct tr_fact **held; /* shared facts this trace holds until it dies */
 	int nheld;
+	/* Not decoded yet (mcofs, snaps NULL): the copy BPF sent at its trace_stop, decoded
+	 * when a sample first needs it. */
+	unsigned char *raw;
+	__u32 rawsize, nfn;
+	struct nupp_smp_trace_fn *fns;
+	int failed; /* the decode failed: its samples cannot be named */
 };
 
 #define TR_FACT_BUCKETS 1024
@@ -186,6 +193,8 @@ static void tr_entry_free(struct nupp_traces *t, struct tr_entry *e)
 	tr_entry_release(t, e);
 	free(e->mcofs);
 	free(e->snaps);
+	free(e->raw);
+	free(e->fns);
 	free(e);
 }
 
@@ -246,6 +255,9 @@ struct tr_dec {
 	int shared;
 	struct tr_fact *priv;    /* the private facts */
 	int capheld;
+	/* From a BPF copy: the functions named while the trace was alive (nfn entries). */
+	const struct nupp_smp_trace_fn *fns;
+	__u32 nfn;
 };
 
 /* The opcode and 64-bit payload of IR constant ref (ir_kgc/ir_knum use ir[ref+1],
@@ -329,10 +341,29 @@ static int tr_fact_read(struct nupp_traces *t, struct tr_fact *x)
 static struct tr_fact *tr_fact_get(struct nupp_traces *t, struct tr_dec *d, __u64 addr, int is_proto, int *err)
 {
 	struct tr_fact **head = d->shared ? &t->facts[tr_fact_bucket(addr)] : &d->priv, *x;
+	const struct nupp_smp_trace_fn *want = NULL;
+	__u32 i;
 
+	/* From a BPF copy: a prototype's fingerprint as it was while the trace lived; a fact
+	 * of another incarnation is not this one. */
+	for (i = 0; d->fns && is_proto && i < d->nfn; i++)
+		if (d->fns[i].kind == NUPP_SMP_LUA && d->fns[i].ptr == addr)
+			want = &d->fns[i];
+	if (d->fns && (!is_proto || !want)) {
+		*err = -ENOENT;
+		return NULL;
+	}
 	for (x = *head; x; x = x->next)
-		if (x->addr == addr && x->is_proto == is_proto)
+		if (x->addr == addr && x->is_proto == is_proto &&
+		    (!want || (x->f.chunkname == want->chunkname && x->f.firstline == want->firstline &&
+			       x->f.sizebc == want->sizebc && x->sizept == want->sizept)))
 			break;
+	if (!x && want && d->shared) {
+		/* Another incarnation's fact is shared: this one's is kept by this decode. */
+		head = &d->priv;
+		for (x = *head; x && x->addr != addr; x = x->next)
+			;
+	}
 	if (!x) {
 		x = calloc(1, sizeof(*x));
 		if (!x) {
@@ -341,17 +372,29 @@ static struct tr_fact *tr_fact_get(struct nupp_traces *t, struct tr_dec *d, __u6
 		}
 		x->addr = addr;
 		x->is_proto = is_proto;
-		*err = tr_fact_read(t, x);
+		if (want) {
+			x->f.kind = NUPP_SMP_LUA;
+			x->f.ptr = addr;
+			x->f.pos = -1;
+			x->f.chunkname = want->chunkname;
+			x->f.firstline = want->firstline;
+			x->f.sizebc = want->sizebc;
+			x->sizept = want->sizept;
+			x->numline = -1; /* read with its allocation (tr_bc_load) */
+			*err = 0;
+		} else {
+			*err = tr_fact_read(t, x);
+		}
 		if (*err) {
 			tr_fact_free(x);
 			return NULL;
 		}
 		x->next = *head;
 		*head = x;
-		if (d->shared)
+		if (head != &d->priv)
 			t->nfacts++;
 	}
-	if (d->shared && x->mark != t->ndecodes) {
+	if (head != &d->priv && x->mark != t->ndecodes) {
 		struct tr_entry *e = d->e;
 
 		if (e->nheld == d->capheld) {
@@ -381,7 +424,25 @@ static int tr_func(struct nupp_traces *t, struct tr_dec *d, __u64 fn, struct nup
 {
 	struct tr_fact *x, *p;
 	int err = 0;
+	__u32 i;
 
+	if (d->fns) {
+		/* Named by BPF while the trace was alive; its memory may hold anything now. */
+		for (i = 0; i < d->nfn; i++)
+			if (d->fns[i].fn == fn && d->fns[i].kind) {
+				memset(f, 0, sizeof(*f));
+				f->pos = -1;
+				f->kind = d->fns[i].kind;
+				f->ptr = d->fns[i].ptr;
+				if (f->kind == NUPP_SMP_LUA) {
+					f->chunkname = d->fns[i].chunkname;
+					f->firstline = d->fns[i].firstline;
+					f->sizebc = d->fns[i].sizebc;
+				}
+				return 0;
+			}
+		return -ENOENT;
+	}
 	x = tr_fact_get(t, d, fn, 0, &err);
 	if (!x)
 		return err;
@@ -501,10 +562,19 @@ static int tr_bc_load(struct nupp_traces *t, struct tr_dec *d, __u64 pt, struct 
 		if (!m)
 			return -ENOMEM;
 		err = t->read(t->read_ctx, pt, m, x->sizept);
+		/* The fingerprint must match the memory now: another prototype at the address
+		 * (the first died) is refused. */
+		if (!err && (tr_get(m, lo->pt_chunkname, 8) != x->f.chunkname ||
+			     (__s32)tr_get(m, lo->pt_firstline, 4) != x->f.firstline ||
+			     (__u32)tr_get(m, lo->pt_sizebc, 4) != x->f.sizebc ||
+			     (__u32)tr_get(m, lo->pt_sizept, 4) != x->sizept))
+			err = -ESTALE;
 		if (err) {
 			free(m);
 			return err;
 		}
+		x->numline = (__s32)tr_get(m, lo->pt_numline, 4);
+		x->lineinfo = tr_get(m, lo->pt_lineinfo, 8);
 		x->mem = m;
 	}
 	b->n = n;
@@ -761,6 +831,93 @@ static void tr_byno_set(struct nupp_traces *t, struct tr_entry *e)
 	t->byno[e->traceno] = e;
 }
 
+/* A new entry for trace T (header hdr) made at generation born, not decoded. */
+static struct tr_entry *tr_entry_new(struct nupp_traces *t, __u64 T, const unsigned char *hdr, __u64 born)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	struct tr_entry *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
+	e->T = T;
+	e->traceno = (__u32)tr_get(hdr, lo->T_traceno, 2);
+	e->mcode = tr_get(hdr, lo->T_mcode, 8);
+	e->lo = born;
+	e->hi = TR_ALIVE;
+	e->nsnap = (__u32)tr_get(hdr, lo->T_nsnap, 2);
+	e->startpt = tr_get(hdr, lo->T_startpt, 8);
+	e->root = (__u16)tr_get(hdr, lo->T_root, 2);
+	if (!e->root)
+		e->start0 = e->startpt;
+	else if (e->root < t->nbyno && t->byno[e->root])
+		e->start0 = t->byno[e->root]->start0;
+	return e;
+}
+
+/* The live entry of (T, traceno, mcode), or NULL. */
+static struct tr_entry *tr_alive(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 mcode)
+{
+	struct tr_entry *e;
+
+	for (e = t->b[tr_bucket(T)]; e; e = e->next)
+		if (e->T == T && e->traceno == traceno && e->mcode == mcode && e->hi == TR_ALIVE)
+			return e;
+	return NULL;
+}
+
+/* Decodes entry e from d (header, IR, snapshots and map copied): its snapshots' PCs and
+ * frames. 0 or -errno. */
+static int tr_decode(struct nupp_traces *t, struct tr_dec *d)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	struct tr_entry *e = d->e;
+	struct tr_bc bcv = { 0 };
+	__u32 i;
+
+	t->ndecodes++;
+	e->mcofs = calloc(e->nsnap + 1, sizeof(*e->mcofs));
+	e->snaps = calloc(e->nsnap + 1, sizeof(*e->snaps));
+	if (!e->mcofs || !e->snaps)
+		return -ENOMEM;
+	for (i = 0; i < e->nsnap; i++) {
+		const unsigned char *sp = d->snaps + (size_t)i * lo->snap_size;
+
+		e->mcofs[i] = (__u16)tr_get(sp, lo->snap_mcofs, 2);
+		tr_decode_snap(t, d, (__u32)tr_get(sp, lo->snap_mapofs, 4), (__u32)tr_get(sp, lo->snap_nent, 1),
+			       &e->snaps[i]);
+		e->snaps[i].ref = (__u32)tr_get(sp, lo->snap_ref, 2);
+	}
+	for (i = 0; i < e->nsnap; i++)
+		if (tr_exec_pc(t, d, &bcv, i))
+			e->snaps[i].ok = 0; /* its bytecode could not be read: not decoded */
+	return 0;
+}
+
+/* Frees what a decode kept for itself. */
+static void tr_dec_done(struct tr_dec *d)
+{
+	free(d->buf);
+	while (d->priv) {
+		struct tr_fact *x = d->priv;
+
+		d->priv = x->next;
+		tr_fact_free(x);
+	}
+}
+
+/* Checks the sizes of a trace header; 0 or -EINVAL. */
+static int tr_hdr_sizes(struct nupp_traces *t, struct tr_dec *d, __u32 nsnap)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+
+	d->nmap = (__u32)tr_get(d->hdr, lo->T_nsnapmap, 4);
+	d->nk = (__u32)tr_get(d->hdr, lo->T_nk, 4);
+	d->nins = (__u32)tr_get(d->hdr, lo->T_nins, 4);
+	if (nsnap > TR_MAX_SNAP || d->nmap > TR_MAX_SNAPMAP || d->nk > d->nins || d->nins > 0x10000)
+		return -EINVAL;
+	return 0;
+}
+
 /* Decodes trace T, read now while it is alive; shared: in the order of the target's
  * events (see struct tr_dec). */
 static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int shared)
@@ -768,10 +925,6 @@ static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int
 	const struct nupp_lj_layout *lo = &t->lo;
 	struct tr_dec d = { 0 };
 	struct tr_entry *e;
-	__u64 snap, snapmap, ir;
-	__u32 i;
-	struct tr_bc bcv = { 0 };
-	unsigned b = tr_bucket(T);
 	int err;
 
 	if (lo->T_size > sizeof(d.hdr))
@@ -781,70 +934,26 @@ static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int
 		return err;
 	if (tr_get(d.hdr, lo->T_traceno, 2) != traceno)
 		return -ESTALE;
-	for (e = t->b[b]; e; e = e->next)
-		if (e->T == T && e->traceno == traceno && e->mcode == tr_get(d.hdr, lo->T_mcode, 8) && e->hi == TR_ALIVE)
-			return 0;
-	e = calloc(1, sizeof(*e));
+	if (tr_alive(t, T, traceno, tr_get(d.hdr, lo->T_mcode, 8)))
+		return 0;
+	e = tr_entry_new(t, T, d.hdr, born);
 	if (!e)
 		return -ENOMEM;
-	t->ndecodes++;
 	d.e = e;
 	d.shared = shared;
-	e->T = T;
-	e->traceno = traceno;
-	e->mcode = tr_get(d.hdr, lo->T_mcode, 8);
-	e->lo = born;
-	e->hi = TR_ALIVE;
-	e->nsnap = (__u32)tr_get(d.hdr, lo->T_nsnap, 2);
-	e->startpt = tr_get(d.hdr, lo->T_startpt, 8);
-	e->root = (__u16)tr_get(d.hdr, lo->T_root, 2);
-	if (!e->root)
-		e->start0 = e->startpt;
-	else if (e->root < t->nbyno && t->byno[e->root])
-		e->start0 = t->byno[e->root]->start0;
-	snap = tr_get(d.hdr, lo->T_snap, 8);
-	snapmap = tr_get(d.hdr, lo->T_snapmap, 8);
-	ir = tr_get(d.hdr, lo->T_ir, 8);
-	d.nmap = (__u32)tr_get(d.hdr, lo->T_nsnapmap, 4);
-	d.nk = (__u32)tr_get(d.hdr, lo->T_nk, 4);
-	d.nins = (__u32)tr_get(d.hdr, lo->T_nins, 4);
-	err = -EINVAL;
-	if (e->nsnap > TR_MAX_SNAP || d.nmap > TR_MAX_SNAPMAP || d.nk > d.nins || d.nins > 0x10000)
-		goto fail;
-	err = -ENOMEM;
-	e->mcofs = calloc(e->nsnap + 1, sizeof(*e->mcofs));
-	e->snaps = calloc(e->nsnap + 1, sizeof(*e->snaps));
-	if (!e->mcofs || !e->snaps)
-		goto fail;
-	err = tr_copy(t, &d, ir, snap, snapmap, e->nsnap);
-	if (err)
-		goto fail;
-	for (i = 0; i < e->nsnap; i++) {
-		const unsigned char *sp = d.snaps + (size_t)i * lo->snap_size;
-
-		e->mcofs[i] = (__u16)tr_get(sp, lo->snap_mcofs, 2);
-		tr_decode_snap(t, &d, (__u32)tr_get(sp, lo->snap_mapofs, 4), (__u32)tr_get(sp, lo->snap_nent, 1),
-			       &e->snaps[i]);
-		e->snaps[i].ref = (__u32)tr_get(sp, lo->snap_ref, 2);
-	}
-	for (i = 0; i < e->nsnap; i++)
-		if (tr_exec_pc(t, &d, &bcv, i))
-			e->snaps[i].ok = 0; /* its bytecode could not be read: not decoded */
-	err = 0;
-fail:
-	free(d.buf);
-	while (d.priv) {
-		struct tr_fact *x = d.priv;
-
-		d.priv = x->next;
-		tr_fact_free(x);
-	}
+	err = tr_hdr_sizes(t, &d, e->nsnap);
+	if (!err)
+		err = tr_copy(t, &d, tr_get(d.hdr, lo->T_ir, 8), tr_get(d.hdr, lo->T_snap, 8),
+			      tr_get(d.hdr, lo->T_snapmap, 8), e->nsnap);
+	if (!err)
+		err = tr_decode(t, &d);
+	tr_dec_done(&d);
 	if (err) {
 		tr_entry_free(t, e);
 		return err;
 	}
-	e->next = t->b[b];
-	t->b[b] = e;
+	e->next = t->b[tr_bucket(T)];
+	t->b[tr_bucket(T)] = e;
 	tr_byno_set(t, e);
 	return 0;
 }
@@ -853,6 +962,87 @@ fail:
 int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born)
 {
 	return tr_add(t, T, traceno, born, 1);
+}
+
+/* A trace_stop event: keeps the copy BPF made for decoding when a sample needs it; a
+ * trace it could not copy whole is read from the target now. */
+int nupp_traces_add_event(struct nupp_traces *t, const void *data, size_t size)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	const struct nupp_smp_trace_event *ev = data;
+	const size_t head = offsetof(struct nupp_smp_trace_event, data);
+	struct tr_entry *e;
+
+	if (size < sizeof(struct nupp_smp_event))
+		return -EINVAL;
+	if (size < head || ev->size == 0 || ev->size > size - head || ev->size < lo->T_size ||
+	    ev->nfn > NUPP_SMP_TRACE_FNS)
+		return nupp_traces_add(t, ev->h.trace, ev->h.traceno, ev->h.pgen);
+	if (tr_get(ev->data, lo->T_traceno, 2) != ev->h.traceno)
+		return -ESTALE;
+	if (tr_alive(t, ev->h.trace, ev->h.traceno, tr_get(ev->data, lo->T_mcode, 8)))
+		return 0;
+	e = tr_entry_new(t, ev->h.trace, ev->data, ev->h.pgen);
+	if (!e)
+		return -ENOMEM;
+	e->raw = malloc(ev->size);
+	e->fns = malloc((ev->nfn ? ev->nfn : 1) * sizeof(*e->fns));
+	if (!e->raw || !e->fns) {
+		tr_entry_free(t, e);
+		return -ENOMEM;
+	}
+	memcpy(e->raw, ev->data, ev->size);
+	memcpy(e->fns, ev->fn, ev->nfn * sizeof(*e->fns));
+	e->rawsize = ev->size;
+	e->nfn = ev->nfn;
+	e->next = t->b[tr_bucket(e->T)];
+	t->b[tr_bucket(e->T)] = e;
+	tr_byno_set(t, e);
+	return 0;
+}
+
+/* Decodes an entry from its BPF copy (the first sample that needs it). 0 or -errno. */
+static int tr_decode_raw(struct nupp_traces *t, struct tr_entry *e)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	struct tr_dec d = { 0 };
+	__u64 T = e->T, ir, snap, snapmap, irlo, irhi, end = T + e->rawsize;
+	int err;
+
+	memcpy(d.hdr, e->raw, lo->T_size < sizeof(d.hdr) ? lo->T_size : sizeof(d.hdr));
+	d.e = e;
+	/* A trace known dead holds no shared fact (one of its prototypes may be gone). */
+	d.shared = e->hi == TR_ALIVE;
+	d.fns = e->fns;
+	d.nfn = e->nfn;
+	err = tr_hdr_sizes(t, &d, e->nsnap);
+	ir = tr_get(d.hdr, lo->T_ir, 8);
+	snap = tr_get(d.hdr, lo->T_snap, 8);
+	snapmap = tr_get(d.hdr, lo->T_snapmap, 8);
+	irlo = ir + (__u64)d.nk * lo->ir_size;
+	irhi = ir + (__u64)d.nins * lo->ir_size;
+	if (!err && (irlo < T || irhi > end || irlo > irhi || snap < T || snap + (__u64)e->nsnap * lo->snap_size > end ||
+		     snapmap < T || snapmap + (__u64)d.nmap * 4 > end))
+		err = -EINVAL;
+	if (!err) {
+		d.irbuf = e->raw + (irlo - T);
+		d.snaps = e->raw + (snap - T);
+		d.map = (const __u32 *)(e->raw + (snapmap - T));
+		err = tr_decode(t, &d);
+	}
+	tr_dec_done(&d);
+	free(e->raw);
+	free(e->fns);
+	e->raw = NULL;
+	e->fns = NULL;
+	if (err) {
+		free(e->mcofs);
+		free(e->snaps);
+		e->mcofs = NULL;
+		e->snaps = NULL;
+		e->failed = 1;
+	}
+	return err;
 }
 
 /* Marks T (or every trace if T == 0) as freed, ending generation gen. */
@@ -906,8 +1096,11 @@ static struct tr_entry *tr_find(struct nupp_traces *t, const struct nupp_smp_sta
 		for (e = t->b[b]; e; e = e->next) {
 			if (e->T != st->trace || e->traceno != st->traceno || e->mcode != st->mcode)
 				continue;
-			if (e->lo <= st->pgen && st->pgen < e->hi)
-				return e;
+			if (e->lo <= st->pgen && st->pgen < e->hi) {
+				if (e->raw && tr_decode_raw(t, e))
+					return NULL;
+				return e->failed ? NULL : e;
+			}
 			if (e->hi == TR_ALIVE)
 				return NULL; /* alive since after the sample: the one it saw is gone */
 			if (e->hi > end)
