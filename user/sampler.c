@@ -481,6 +481,8 @@ static int smp_target_ready(struct nupp_sampler *s, struct smp_target *t)
 		t->sym = nupp_sym_new(t->pid, &t->lo, s->opts.lines, smp_read, (void *)(long)t->pid);
 	if (!t->traces)
 		t->traces = nupp_traces_new(&t->lo, smp_read, (void *)(long)t->pid);
+	if (t->traces && t->sym)
+		nupp_traces_set_sym(t->traces, t->sym);
 	return t->sym && t->traces ? 0 : -ENOMEM;
 }
 

@@ -109,6 +109,7 @@ struct nupp_traces {
 	 * roots; NULL: none. */
 	struct tr_entry **byno;
 	__u32 nbyno;
+	struct nupp_sym *sym; /* prototypes' copies, or NULL (nupp_traces_set_sym) */
 };
 
 /* Index of the snapshot whose code holds mcode offset ofs (lj_trace.c:1040-1045). */
@@ -535,6 +536,12 @@ struct tr_bc {
 	__u64 lineinfo_addr;
 };
 
+/* Where the decoder finds prototypes' bytecode (see sampler_internal.h). */
+void nupp_traces_set_sym(struct nupp_traces *t, struct nupp_sym *sym)
+{
+	t->sym = sym;
+}
+
 /* Largest prototype allocation copied for its bytecode. */
 #define TR_MAX_PT (8u << 20)
 
@@ -556,6 +563,31 @@ static int tr_bc_load(struct nupp_traces *t, struct tr_dec *d, __u64 pt, struct 
 	n = x->f.sizebc;
 	if (n < 1 || n > TR_MAX_BC || x->sizept < lo->pt_size + (__u64)n * sizeof(BCIns) || x->sizept > TR_MAX_PT)
 		return -EINVAL;
+	if (!x->mem && t->sym) {
+		/* The symbolizer's copy of the incarnation the trace was made with (its
+		 * prototypes live as long as it does): read once, shared with the naming of
+		 * frames, and kept after the prototype dies (its free event's copy). */
+		const unsigned char *sm = NULL;
+		__u32 ssize = 0;
+		unsigned char *m;
+
+		err = nupp_sym_proto_mem(t->sym, &x->f, d->e->lo, &sm, &ssize);
+		if (err)
+			return err;
+		if (ssize < lo->pt_size + (__u64)n * sizeof(BCIns) || ssize > x->sizept)
+			return -ENODATA; /* a cut copy without the bytecode */
+		m = calloc(1, x->sizept);
+		if (!m)
+			return -ENOMEM;
+		memcpy(m, sm, ssize);
+		x->numline = (__s32)tr_get(m, lo->pt_numline, 4);
+		x->lineinfo = tr_get(m, lo->pt_lineinfo, 8);
+		/* Lines only from the copy (the prototype may be gone): a line table outside
+		 * it, or beyond a cut copy, is not known (tr_bc_line: -1). */
+		if (x->lineinfo < pt || x->lineinfo - pt + (__u64)n * 4 > ssize)
+			x->lineinfo = 0;
+		x->mem = m;
+	}
 	if (!x->mem) {
 		unsigned char *m = malloc(x->sizept);
 
