@@ -545,6 +545,13 @@ void nupp_traces_set_sym(struct nupp_traces *t, struct nupp_sym *sym)
 /* Largest prototype allocation copied for its bytecode. */
 #define TR_MAX_PT (8u << 20)
 
+/* Bytes of the line table of a prototype of n instructions spanning numline lines
+ * (lj_debug_line: one entry per instruction after the first, 1, 2 or 4 bytes wide). */
+static __u64 tr_lineinfo_size(__s32 numline, __u32 n)
+{
+	return (__u64)(n ? n - 1 : 0) * (numline < 256 ? 1 : numline < 65536 ? 2 : 4);
+}
+
 /* Loads prototype pt's bytecode into b from its fact (its allocation is read once, the
  * first time a snapshot of a live trace needs it); 0 or -errno. */
 static int tr_bc_load(struct nupp_traces *t, struct tr_dec *d, __u64 pt, struct tr_bc *b)
@@ -584,7 +591,7 @@ static int tr_bc_load(struct nupp_traces *t, struct tr_dec *d, __u64 pt, struct 
 		x->lineinfo = tr_get(m, lo->pt_lineinfo, 8);
 		/* Lines only from the copy (the prototype may be gone): a line table outside
 		 * it, or beyond a cut copy, is not known (tr_bc_line: -1). */
-		if (x->lineinfo < pt || x->lineinfo - pt + (__u64)n * 4 > ssize)
+		if (x->lineinfo < pt || x->lineinfo - pt + tr_lineinfo_size(x->numline, n) > ssize)
 			x->lineinfo = 0;
 		x->mem = m;
 	}
@@ -617,7 +624,7 @@ static int tr_bc_load(struct nupp_traces *t, struct tr_dec *d, __u64 pt, struct 
 	b->lineinfo = NULL;
 	/* The line table normally lies inside the allocation (lj_parse.c fs_finish). */
 	if (x->lineinfo >= pt && x->lineinfo - pt < x->sizept &&
-	    (x->lineinfo - pt) + (__u64)n * 4 <= x->sizept)
+	    (x->lineinfo - pt) + tr_lineinfo_size(x->numline, n) <= x->sizept)
 		b->lineinfo = x->mem + (x->lineinfo - pt);
 	b->pt = pt;
 	return 0;
