@@ -157,7 +157,7 @@ struct nupp_smp_trace_fn {
 struct nupp_smp_trace_event {
 	struct nupp_smp_event h;
 	__u32 size;  /* bytes of data[] sent: the trace from T on; 0: not copied */
-	__u32 nfn;   /* fn[] entries used; NUPP_SMP_TRACE_FNS + 1: more did not fit (none is usable) */
+	__u32 nfn;   /* fn[] entries used; NUPP_SMP_TRACE_FNS + 1: more did not fit (the trace is then read from the target) */
 	struct nupp_smp_trace_fn fn[NUPP_SMP_TRACE_FNS];
 	__u8 data[NUPP_SMP_TRACE_MAX];
 };
