@@ -41,7 +41,7 @@ echo "-d 5: profile written $t s after recording began"
 awk -v t="$t" 'BEGIN {exit !(t >= 4.9 && t <= 6.0)}' || fail "-d 5 wrote its profile after $t s (want 5..6 s)"
 read -r lost samples < <(losses "$TMP/d.json")
 echo "-d 5: $samples samples, symbolize $lost"
-[ "$samples" -gt 1000 ] || fail "too few samples ($samples)"
+[ "$samples" -gt 200 ] || fail "too few samples ($samples)"
 [ $((lost * 100)) -le "$samples" ] || fail "symbolize losses $lost > 1 % of $samples"
 
 # 2. The first Ctrl-C (SIGINT) writes the profile within 1 s; the command gets the
@@ -62,6 +62,6 @@ echo "Ctrl-C: profile written $t s after the signal"
 awk -v t="$t" 'BEGIN {exit !(t <= 1.0)}' || fail "the profile was written $t s after SIGINT (want <= 1 s)"
 read -r lost samples < <(losses "$TMP/c.json")
 echo "Ctrl-C: $samples samples, symbolize $lost"
-[ "$samples" -gt 1000 ] || fail "too few samples ($samples)"
+[ "$samples" -gt 200 ] || fail "too few samples ($samples)"
 [ $((lost * 100)) -le "$samples" ] || fail "symbolize losses $lost > 1 % of $samples"
 echo PASS
