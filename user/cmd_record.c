@@ -645,8 +645,12 @@ int cmd_record(int argc, char **argv)
 	ret = record_write(&o, &prof->meta, &prof->samples, &prof->aborts);
 	if (!ret && !o.quiet)
 		record_summary(&o, &prof->samples, &prof->aborts, prof->meta.duration_sec);
-	if (cli_verbose)
+	if (cli_verbose) {
 		record_stats(nupp_session_sampler(ses), nupp_session_trace(ses));
+		fprintf(stderr, "nupp-bpf: target memory reads: %llu process_vm_readv calls, %.0f/s\n",
+			(unsigned long long)nupp_vm_read_calls(),
+			prof->meta.duration_sec > 0 ? nupp_vm_read_calls() / prof->meta.duration_sec : 0.0);
+	}
 	if (!ret && o.cmd && child_done && !killed_by_us)
 		ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 out:
