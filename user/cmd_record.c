@@ -43,6 +43,7 @@ struct record_opts {
 };
 
 static volatile sig_atomic_t record_stop_sig;
+static bool record_started; /* recording began: a later failure is not doctor's business */
 
 /* Prints record's usage. */
 static void record_usage(FILE *f)
@@ -537,7 +538,7 @@ static int record_binary(const struct record_opts *o, char *bin, size_t size)
 	return 0;
 }
 
-int cmd_record(int argc, char **argv)
+static int record_run(int argc, char **argv)
 {
 	struct record_opts o = { .freq = 99, .depth = 64, .aborts = true };
 	struct nupp_sample_set raw = { 0 }, set = { 0 };
@@ -621,6 +622,7 @@ int cmd_record(int argc, char **argv)
 		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	}
 	cmdline = record_join(argc, argv);
+	record_started = true;
 	if (!o.quiet)
 		fprintf(stderr, "nupp-bpf: recording %s %d at %d Hz%s; Ctrl-C to stop\n",
 			o.cmd ? "command, PID" : "PID", (int)pid, o.freq, tr ? " with trace aborts" : "");
@@ -708,5 +710,16 @@ out:
 	nupp_abort_set_free(&ab);
 	free(cmdline);
 	free(target);
+	return ret;
+}
+
+/* Runs record; a failure before recording began points to doctor. */
+int cmd_record(int argc, char **argv)
+{
+	int ret = record_run(argc, argv);
+
+	if (ret == 1 && !record_started)
+		fprintf(stderr, "nupp-bpf: 'nupp-bpf doctor' (with -p PID for a running process) checks what "
+				"this machine, these privileges or the target lack\n");
 	return ret;
 }
