@@ -8,99 +8,54 @@
 
 #include "nupp/diff.h"
 #include "nupp_internal.h"
+#include "strtab.h"
 
 #define DIFF_DEFAULT_THRESHOLD 1.0
 #define DIFF_DEFAULT_SIGMAS 3.0
 #define DIFF_DEFAULT_MIN_SAMPLES 20
 #define DIFF_DEFAULT_TOP 20
 
-/* -- A string -> index table --------------------------------------------------- */
-
-struct diff_table {
-	size_t *slots; /* index + 1; 0 = empty */
-	size_t cap;    /* a power of two */
-};
-
-/* FNV-1a of len bytes. */
-static __u64 diff_hash(const char *s, size_t len)
-{
-	__u64 h = 1469598103934665603ull;
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
-	return h;
-}
+/* -- Rows being built ------------------------------------------------------- */
 
 /* A row of the diff being built, with per-run counts for the noise estimate. */
 struct diff_acc {
-	char *key;
-	size_t len;
 	struct nupp_diff_counts side[2]; /* BASE, NEW */
 	__u64 *run_self, *run_interp;    /* per run, BASE runs first */
 	size_t mark;                     /* the last sample row that counted it in total */
 };
 
 struct diff_build {
+	struct nupp_strtab keys; /* key -> index into rows */
 	struct diff_acc *rows;
-	size_t n, cap;
-	struct diff_table t;
+	size_t cap;
 	int nruns;
 };
 
 /* Finds or adds the row of key[0..len); its index, or -ENOMEM. */
 static long diff_row(struct diff_build *b, const char *key, size_t len)
 {
-	size_t mask, i;
-	__u64 h = diff_hash(key, len);
+	long i = nupp_strtab_get(&b->keys, key, len, true);
 	struct diff_acc *r;
 
-	if ((b->n + 1) * 2 > b->t.cap) {
-		size_t ncap = b->t.cap ? b->t.cap * 2 : 1024, j;
-		size_t *ns = calloc(ncap, sizeof(*ns));
-
-		if (!ns)
-			return -ENOMEM;
-		for (j = 0; j < b->n; j++) {
-			size_t k = diff_hash(b->rows[j].key, b->rows[j].len) & (ncap - 1);
-
-			while (ns[k])
-				k = (k + 1) & (ncap - 1);
-			ns[k] = j + 1;
-		}
-		free(b->t.slots);
-		b->t.slots = ns;
-		b->t.cap = ncap;
-	}
-	mask = b->t.cap - 1;
-	for (i = h & mask; b->t.slots[i]; i = (i + 1) & mask) {
-		r = &b->rows[b->t.slots[i] - 1];
-		if (r->len == len && memcmp(r->key, key, len) == 0)
-			return (long)(b->t.slots[i] - 1);
-	}
-	if (b->n == b->cap) {
-		size_t ncap = b->cap ? b->cap * 2 : 256;
-		struct diff_acc *nr = realloc(b->rows, ncap * sizeof(*nr));
+	if (i < 0 || ((size_t)i < b->cap && b->rows[i].run_self))
+		return i; /* an error, or a row made before */
+	if ((size_t)i >= b->cap) {
+		size_t cap = b->cap ? b->cap * 2 : 256;
+		struct diff_acc *nr = realloc(b->rows, cap * sizeof(*nr));
 
 		if (!nr)
 			return -ENOMEM;
+		memset(nr + b->cap, 0, (cap - b->cap) * sizeof(*nr));
 		b->rows = nr;
-		b->cap = ncap;
+		b->cap = cap;
 	}
-	r = &b->rows[b->n];
-	memset(r, 0, sizeof(*r));
-	r->key = strndup(key, len);
-	r->len = len;
+	r = &b->rows[i];
 	r->run_self = calloc((size_t)b->nruns * 2, sizeof(__u64));
-	r->mark = (size_t)-1;
-	if (!r->key || !r->run_self) {
-		free(r->key);
-		free(r->run_self);
+	if (!r->run_self)
 		return -ENOMEM;
-	}
 	r->run_interp = r->run_self + b->nruns;
-	b->t.slots[i] = b->n + 1;
-	return (long)b->n++;
+	r->mark = (size_t)-1;
+	return i;
 }
 
 /* Frees the build state. */
@@ -108,12 +63,10 @@ static void diff_build_free(struct diff_build *b)
 {
 	size_t i;
 
-	for (i = 0; i < b->n; i++) {
-		free(b->rows[i].key);
+	for (i = 0; i < b->cap; i++)
 		free(b->rows[i].run_self);
-	}
 	free(b->rows);
-	free(b->t.slots);
+	nupp_strtab_free(&b->keys);
 }
 
 /* -- Compatibility ------------------------------------------------------------- */
@@ -395,16 +348,16 @@ static int diff_add_aborts(struct nupp_diff *d, const struct nupp_diff_input *ba
 				b.rows[idx].side[side].self += r->count;
 			}
 		}
-	d->aborts = calloc(b.n ? b.n : 1, sizeof(*d->aborts));
+	d->aborts = calloc(b.keys.n ? b.keys.n : 1, sizeof(*d->aborts));
 	if (!d->aborts) {
 		err = -ENOMEM;
 		goto out;
 	}
-	for (k = 0; k < b.n; k++) {
+	for (k = 0; k < b.keys.n; k++) {
 		struct nupp_diff_abort *o = &d->aborts[d->naborts];
-		char *f1 = strchr(b.rows[k].key, 0x1f), *f2 = strchr(f1 + 1, 0x1f), *f3 = strchr(f2 + 1, 0x1f);
+		char *f1 = strchr(b.keys.keys[k], 0x1f), *f2 = strchr(f1 + 1, 0x1f), *f3 = strchr(f2 + 1, 0x1f);
 
-		o->severity = (enum nupp_severity)atoi(b.rows[k].key);
+		o->severity = (enum nupp_severity)atoi(b.keys.keys[k]);
 		o->reason = strndup(f1 + 1, (size_t)(f2 - f1 - 1));
 		o->location = strndup(f2 + 1, (size_t)(f3 - f2 - 1));
 		o->zone_path = strdup(f3 + 1);
@@ -540,12 +493,12 @@ int nupp_diff_compute(const struct nupp_diff_input *base, const struct nupp_diff
 			if (err)
 				goto fail;
 		}
-	d->rows = calloc(b.n ? b.n : 1, sizeof(*d->rows));
+	d->rows = calloc(b.keys.n ? b.keys.n : 1, sizeof(*d->rows));
 	if (!d->rows) {
 		err = -ENOMEM;
 		goto fail;
 	}
-	for (i = 0; i < b.n; i++) {
+	for (i = 0; i < b.keys.n; i++) {
 		struct diff_acc *a = &b.rows[i];
 		struct nupp_diff_row *o = &d->rows[d->n++];
 		__u64 *tot = calloc((size_t)b.nruns, sizeof(*tot));
@@ -554,8 +507,8 @@ int nupp_diff_compute(const struct nupp_diff_input *base, const struct nupp_diff
 			err = -ENOMEM;
 			goto fail;
 		}
-		o->key = a->key;
-		a->key = NULL;
+		o->key = b.keys.keys[i]; /* taken: the table is not searched again */
+		b.keys.keys[i] = NULL;
 		o->base = a->side[0];
 		o->new_ = a->side[1];
 		diff_share(&o->self, a->run_self, run_n, base->n, nw->n);
