@@ -15,12 +15,14 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 /* Subcommands, one file each (user/cmd_<name>.c). */
 int cmd_record(int argc, char **argv);
+int cmd_report(int argc, char **argv);
 int cmd_vms(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 
 /* The command table entries of the subcommands, in the order --help lists them. */
 #define CLI_CMDS                                                                                   \
 	{ "record", cmd_record, "sample Lua stacks and count JIT trace aborts of a process or command" }, \
+	{ "report", cmd_report, "render a saved profile: flame graph, speedscope, pprof, top table, ..." }, \
 	{ "vms", cmd_vms, "list the LuaJIT VMs of a process (g, layout, probes)" },                    \
 	{ "doctor", cmd_doctor, "check what record needs here (privileges, kernel, a PID's LuaJIT)" },
 

@@ -1,14 +1,36 @@
 /* The nupp profile: one self-describing JSON document (jansson) with meta, samples, aborts. */
 #include <errno.h>
 #include <jansson.h>
+#include <stdlib.h>
 
 #include "nupp/nupp.h"
 #include "nupp/profile.h"
+#include "report_internal.h"
 
 /* Sets key to a new JSON value, failing the build of the document on NULL. */
 static int json_put(json_t *obj, const char *key, json_t *v)
 {
 	return v ? json_object_set_new(obj, key, v) : -1;
+}
+
+/* A JSON string of a name, in the lossless UTF-8 form (profile.h); NULL on ENOMEM. */
+static json_t *rjson_str(const char *s)
+{
+	char *enc;
+	json_t *v;
+
+	if (nupp_rtext_plain(s))
+		return json_string(s);
+	enc = nupp_bytes_to_utf8(s);
+	v = enc ? json_string(enc) : NULL;
+	free(enc);
+	return v;
+}
+
+/* A name, or null for NULL. */
+static json_t *rjson_str_or_null(const char *s)
+{
+	return s ? rjson_str(s) : json_null();
 }
 
 /* The "meta" object. */
@@ -24,12 +46,12 @@ static json_t *json_meta(const struct nupp_profile_meta *m, const struct nupp_sa
 		err |= json_array_append_new(pids, json_integer(m->pids[i]));
 	for (i = 0; i < NUPP_LOST__MAX; i++)
 		err |= json_put(lost, nupp_lost_name(i), json_integer((json_int_t)s->lost[i]));
-	err |= json_put(meta, "tool", json_sprintf("nupp-bpf %s", nupp_version()));
-	err |= json_put(meta, "command", json_string(m->command ? m->command : ""));
-	err |= json_put(meta, "target", m->target ? json_string(m->target) : json_null());
+	err |= json_put(meta, "tool", m->tool ? rjson_str(m->tool) : json_sprintf("nupp-bpf %s", nupp_version()));
+	err |= json_put(meta, "command", rjson_str(m->command ? m->command : ""));
+	err |= json_put(meta, "target", rjson_str_or_null(m->target));
 	err |= json_put(meta, "pids", pids);
 	pids = NULL;
-	err |= json_put(meta, "backend", json_string(m->backend ? m->backend : "bpf"));
+	err |= json_put(meta, "backend", rjson_str(m->backend ? m->backend : "bpf"));
 	err |= json_put(meta, "frequencyHz", json_integer(m->frequency_hz));
 	err |= json_put(meta, "intervalMs", json_real(m->frequency_hz ? 1000.0 / m->frequency_hz : 0));
 	err |= json_put(meta, "depth", json_integer(m->depth));
@@ -37,13 +59,15 @@ static json_t *json_meta(const struct nupp_profile_meta *m, const struct nupp_sa
 	err |= json_put(meta, "samples", json_integer((json_int_t)s->samples));
 	err |= json_put(meta, "lost", lost);
 	lost = NULL;
-	err |= json_put(meta, "zoneFilter", m->zone_filter ? json_string(m->zone_filter) : json_null());
-	err |= json_put(meta, "root", m->root ? json_string(m->root) : json_null());
+	err |= json_put(meta, "zoneFilter", rjson_str_or_null(m->zone_filter));
+	err |= json_put(meta, "root", rjson_str_or_null(m->root));
 	err |= json_put(meta, "aborts", json_boolean(m->aborts));
 	err |= json_put(meta, "includeBenign", json_boolean(m->include_benign));
 	err |= json_put(meta, "totalAborts", json_integer((json_int_t)(a ? a->total_aborts : 0)));
 	err |= json_put(meta, "blacklisted", json_integer((json_int_t)(a ? a->blacklisted : 0)));
-	err |= json_put(meta, "luajit", json_string(m->luajit ? m->luajit : nupp_luajit_build()));
+	err |= json_put(meta, "luajit", rjson_str(m->luajit ? m->luajit : nupp_luajit_build()));
+	err |= json_put(meta, "lines", json_boolean(m->lines));
+	err |= json_put(meta, "fullFilenames", json_boolean(m->full_filenames));
 	if (err)
 		goto fail;
 	return meta;
@@ -62,8 +86,9 @@ static json_t *json_samples(const struct nupp_sample_set *s)
 
 	for (i = 0; arr && i < s->n; i++) {
 		const struct nupp_sample_row *r = &s->rows[i];
-		json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:I}", "zonePath", r->zone_path, "stack",
-				      r->stack, "count", (json_int_t)r->count, "compiled", (json_int_t)r->compiled,
+		json_t *o = json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I}", "zonePath", rjson_str(r->zone_path),
+				      "stack", rjson_str(r->stack), "count", (json_int_t)r->count, "compiled",
+				      (json_int_t)r->compiled,
 				      "interpreted", (json_int_t)r->interpreted, "cCode", (json_int_t)r->ccode,
 				      "collecting", (json_int_t)r->collecting, "compiling", (json_int_t)r->compiling);
 
@@ -83,9 +108,9 @@ static json_t *json_aborts(const struct nupp_abort_set *a)
 
 	for (i = 0; arr && a && i < a->n; i++) {
 		const struct nupp_abort_row *r = &a->rows[i];
-		json_t *o = json_pack("{s:s, s:I, s:s, s:s, s:s}", "severity", nupp_severity_name(r->severity), "count",
-				      (json_int_t)r->count, "reason", r->reason, "location", r->location, "zonePath",
-				      r->zone_path);
+		json_t *o = json_pack("{s:s, s:I, s:o, s:o, s:o}", "severity", nupp_severity_name(r->severity),
+				      "count", (json_int_t)r->count, "reason", rjson_str(r->reason), "location",
+				      rjson_str(r->location), "zonePath", rjson_str(r->zone_path));
 
 		if (!o || json_array_append_new(arr, o)) {
 			json_decref(arr);

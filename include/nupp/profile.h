@@ -30,7 +30,8 @@ const char *nupp_lost_name(enum nupp_lost r);
 struct nupp_sample_row {
 	char *zone_path; /* "" when no zone was open */
 	char *stack;     /* frames outermost first, ";" between them */
-	__u64 count;     /* = compiled + interpreted + ccode + collecting + compiling */
+	__u64 count;     /* = compiled + interpreted + ccode + collecting + compiling, or more
+			  * when the state of some samples is unknown (read from collapsed stacks) */
 	__u64 compiled, interpreted, ccode, collecting, compiling;
 };
 
@@ -101,6 +102,9 @@ struct nupp_profile_meta {
 	bool aborts;          /* the trace channel ran */
 	bool include_benign;
 	const char *zone_filter, *root;
+	const char *tool;     /* "nupp-bpf X.Y.Z" that wrote it; NULL: this library's */
+	bool lines;           /* Lua frames are module:line (current line), not functions */
+	bool full_filenames;  /* Lua frames name the chunk's full path, not its basename */
 };
 
 /* A whole profile: how it was made, the sample rows and the abort rows. What `record`
@@ -109,11 +113,104 @@ struct nupp_profile {
 	struct nupp_profile_meta meta;
 	struct nupp_sample_set samples;
 	struct nupp_abort_set aborts;
+	void *meta_store; /* the meta's strings and pids when nupp_profile_read made them */
 };
+
+/* Frees the rows, and the meta's strings and pids if nupp_profile_read allocated them
+ * (a caller that filled meta itself keeps ownership of its strings). Leaves p zeroed. */
+void nupp_profile_free(struct nupp_profile *p);
+
+/* -- The nupp profile JSON document -------------------------------------------------
+ *
+ * Every string a target can put in a name (chunk names, table keys, C symbols) is
+ * written losslessly as valid UTF-8: a byte that is not part of a well-formed UTF-8
+ * sequence is written as the private-use character U+EF00 + byte (U+EF80..U+EFFF, the
+ * mapping MirBSD's OPTU-8 uses), and a character of that range present in the name
+ * itself is written as its three bytes mapped the same way, so reading maps every
+ * U+EF80..U+EFFF back to one byte and gives back the exact bytes written. */
 
 /* Writes the nupp profile JSON document (version 1): meta, samples, aborts. */
 int nupp_write_profile_json(const struct nupp_profile_meta *m, const struct nupp_sample_set *s,
 			    const struct nupp_abort_set *a, FILE *f);
+
+/* Reads a profile from f into *p (free it with nupp_profile_free): a nupp profile JSON
+ * document (version 1), or collapsed stacks ("frame;frame count" lines, rows with no
+ * VM-state split) when the first non-blank byte is not '{'. Rows with the same zone
+ * and stack are merged; rows keep the file's order. name names f in messages. 0, or
+ * -EINVAL (malformed or truncated: nupp_errmsg() says "name:line:column: what (byte
+ * N of M)" or "name: samples[3].count: what"), -EPROTO (another version), -ENOMEM,
+ * -errno of the read. */
+int nupp_profile_read(FILE *f, const char *name, struct nupp_profile *p);
+/* The same from a file ("-": stdin); -errno of open as well. */
+int nupp_profile_read_file(const char *path, struct nupp_profile *p);
+/* The same from memory. */
+int nupp_profile_read_mem(const void *buf, size_t len, const char *name, struct nupp_profile *p);
+
+/* Maps a name to the lossless UTF-8 form written in JSON (see above): a new string,
+ * or NULL on ENOMEM. */
+char *nupp_bytes_to_utf8(const char *bytes);
+/* Maps the lossless UTF-8 form back to the bytes: a new string of *len bytes (NUL
+ * terminated), or NULL on ENOMEM. */
+char *nupp_utf8_to_bytes(const char *utf8, size_t *len);
+
+/* -- Formats and outputs ------------------------------------------------------------ */
+
+enum nupp_format {
+	NUPP_FMT_NONE,       /* not a known format */
+	NUPP_FMT_JSON,       /* the nupp profile (.json) */
+	NUPP_FMT_COLLAPSED,  /* collapsed stacks (.folded, .collapsed, .txt) */
+	NUPP_FMT_SVG,        /* the flame graph (.svg) */
+	NUPP_FMT_SPEEDSCOPE, /* speedscope's file format (.speedscope.json) */
+	NUPP_FMT_PPROF,      /* gzip'd perftools.profiles.Profile (.pb.gz, .pprof) */
+	NUPP_FMT_TOP,        /* the top-functions table (text; .txt only with a forced format) */
+	NUPP_FMT_CSV,        /* the abort table (.csv) */
+};
+
+/* The format named name ("json", "collapsed" or "folded", "svg" or "flamegraph",
+ * "speedscope", "pprof", "top", "csv"), or NUPP_FMT_NONE. */
+enum nupp_format nupp_format_by_name(const char *name);
+/* The format of an output file by its extension (see enum nupp_format), or NONE. */
+enum nupp_format nupp_format_by_path(const char *path);
+/* The name of a format ("json", "collapsed", ...). */
+const char *nupp_format_name(enum nupp_format fmt);
+
+/* How the writers render (every field optional: zero means the default). */
+struct nupp_report_opts {
+	size_t sz;          /* sizeof(struct nupp_report_opts) */
+	bool inverted;      /* SVG: an icicle graph, roots at the top */
+	int top;            /* top table: rows (default 20) */
+	bool lines;         /* top table: per source line (needs a profile recorded with lines) */
+	const char *title;  /* SVG: the title (default: the profiled command) */
+	double min_width;   /* SVG: frames narrower than this many pixels are merged (0.5) */
+};
+
+/* Writes p in format fmt to f. 0 or -errno (nupp_errmsg() says why). */
+int nupp_profile_write(const struct nupp_profile *p, enum nupp_format fmt, const struct nupp_report_opts *o,
+		       FILE *f);
+
+/* Checks, before any work, that path can be written as an output: its folder exists
+ * and is writable and path is not a folder. "-" (stdout) always passes. 0 or -errno
+ * with nupp_errmsg() "cannot write PATH: why". */
+int nupp_output_check(const char *path);
+
+/* Writes one output atomically: write_fn fills a new temporary file in path's folder,
+ * which is flushed to disk and renamed over path only if everything succeeded;
+ * otherwise it is removed, so path is either the complete new output or as it was.
+ * "-" writes to stdout (a closed pipe fails with -EPIPE; SIGPIPE must be ignored).
+ * 0 or -errno with nupp_errmsg() "cannot write PATH: why". */
+int nupp_output_write(const char *path, int (*write_fn)(FILE *f, void *ctx), void *ctx);
+
+/* Writes p in format fmt (NONE: by path's extension) to path, atomically. */
+int nupp_profile_write_file(const struct nupp_profile *p, const char *path, enum nupp_format fmt,
+			    const struct nupp_report_opts *o);
+
+/* The writers of each format. */
+int nupp_write_svg(const struct nupp_profile *p, const struct nupp_report_opts *o, FILE *f);
+int nupp_write_speedscope(const struct nupp_profile *p, FILE *f);
+int nupp_write_pprof(const struct nupp_profile *p, FILE *f);
+/* The top-functions table: self and total share and counts, and the VM-state split of
+ * the self samples, hottest first. */
+int nupp_write_top(const struct nupp_profile *p, const struct nupp_report_opts *o, FILE *f);
 
 /* Writes the rows as collapsed stacks ("a;b;c N\n", count descending, no comments). */
 int nupp_write_collapsed(const struct nupp_sample_set *s, FILE *f);

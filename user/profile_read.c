@@ -1,0 +1,610 @@
+/* Reading profiles back: the nupp profile JSON document (jansson) and collapsed stacks,
+ * into a struct nupp_profile, with errors that name the file and the position. */
+#include <errno.h>
+#include <inttypes.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nupp/nupp.h"
+#include "nupp/profile.h"
+#include "nupp_internal.h"
+#include "report_internal.h"
+
+/* What nupp_profile_read allocated for the meta: its strings and its pids. */
+struct pread_store {
+	char **strs;
+	size_t n, cap;
+	pid_t *pids;
+};
+
+/* One read in progress. */
+struct pread {
+	const char *name; /* the file, for messages */
+	struct nupp_profile *p;
+	struct pread_store *st;
+	long *hash; /* (zone, stack) -> row + 1, to merge repeated rows */
+	size_t hcap;
+};
+
+/* -- Freeing -------------------------------------------------------------------- */
+
+/* Frees the rows and what the reader allocated for the meta. */
+void nupp_profile_free(struct nupp_profile *p)
+{
+	struct pread_store *st = p->meta_store;
+	size_t i;
+
+	if (st) {
+		for (i = 0; i < st->n; i++)
+			free(st->strs[i]);
+		free(st->strs);
+		free(st->pids);
+		free(st);
+	}
+	nupp_sample_set_free(&p->samples);
+	nupp_abort_set_free(&p->aborts);
+	memset(p, 0, sizeof(*p));
+}
+
+/* Keeps s for the meta (freed with the profile); s or NULL on ENOMEM (s freed). */
+static char *pread_keep(struct pread *r, char *s)
+{
+	struct pread_store *st = r->st;
+
+	if (!s)
+		return NULL;
+	if (st->n == st->cap) {
+		size_t cap = st->cap ? st->cap * 2 : 16;
+		char **ns = realloc(st->strs, cap * sizeof(*ns));
+
+		if (!ns) {
+			free(s);
+			return NULL;
+		}
+		st->strs = ns;
+		st->cap = cap;
+	}
+	st->strs[st->n++] = s;
+	return s;
+}
+
+/* -- JSON fields ---------------------------------------------------------------- */
+
+/* Fails the read with "name: where: what"; returns -EINVAL. */
+static int pread_bad(struct pread *r, const char *where, const char *what)
+{
+	return nupp_fail(-EINVAL, "%s: %s: %s", r->name, where, what);
+}
+
+/* The bytes of JSON string v (the lossless form mapped back), malloc'ed; *err set on
+ * failure (-EINVAL for a NUL inside, -ENOMEM). */
+static char *pread_bytes(struct pread *r, json_t *v, const char *where, int *err)
+{
+	const char *s = json_string_value(v);
+	char *out;
+
+	if (strlen(s) != json_string_length(v)) {
+		*err = pread_bad(r, where, "a string holds a NUL character (\\u0000)");
+		return NULL;
+	}
+	out = nupp_utf8_to_bytes(s, NULL);
+	if (!out)
+		*err = -ENOMEM;
+	return out;
+}
+
+/* Reads string field key of obj (at path where) into *out, malloc'ed: required, or
+ * NULL when missing or null if nullable. 0 or -errno. */
+static int pread_str(struct pread *r, json_t *obj, const char *where, const char *key, bool nullable,
+		     char **out)
+{
+	json_t *v = json_object_get(obj, key);
+	char path[256];
+	int err = 0;
+
+	snprintf(path, sizeof(path), "%s.%s", where, key);
+	*out = NULL;
+	if (!v || json_is_null(v)) {
+		if (nullable)
+			return 0;
+		return pread_bad(r, path, v ? "expected a string, found null" : "missing");
+	}
+	if (!json_is_string(v))
+		return pread_bad(r, path, "expected a string");
+	*out = pread_bytes(r, v, path, &err);
+	return err;
+}
+
+/* Reads a meta string (kept with the profile). */
+static int pread_meta_str(struct pread *r, json_t *meta, const char *key, bool nullable, const char **out)
+{
+	char *s;
+	int err = pread_str(r, meta, "meta", key, nullable, &s);
+
+	if (err)
+		return err;
+	*out = s;
+	if (s && !pread_keep(r, s))
+		return -ENOMEM;
+	return 0;
+}
+
+/* Reads a non-negative integer field (0 when missing and optional). */
+static int pread_uint(struct pread *r, json_t *obj, const char *where, const char *key, bool required, __u64 *out)
+{
+	json_t *v = json_object_get(obj, key);
+	char path[256];
+
+	snprintf(path, sizeof(path), "%s.%s", where, key);
+	*out = 0;
+	if (!v)
+		return required ? pread_bad(r, path, "missing") : 0;
+	if (!json_is_integer(v) || json_integer_value(v) < 0)
+		return pread_bad(r, path, "expected a non-negative integer");
+	*out = (__u64)json_integer_value(v);
+	return 0;
+}
+
+/* Reads an integer field within [lo, hi] (0 when missing). */
+static int pread_int(struct pread *r, json_t *obj, const char *key, long long lo, long long hi, int *out)
+{
+	json_t *v = json_object_get(obj, key);
+	char path[256], what[96];
+
+	snprintf(path, sizeof(path), "meta.%s", key);
+	*out = 0;
+	if (!v)
+		return 0;
+	if (!json_is_integer(v) || json_integer_value(v) < lo || json_integer_value(v) > hi) {
+		snprintf(what, sizeof(what), "expected an integer in %lld..%lld", lo, hi);
+		return pread_bad(r, path, what);
+	}
+	*out = (int)json_integer_value(v);
+	return 0;
+}
+
+/* Reads a boolean field (false when missing). */
+static int pread_bool(struct pread *r, json_t *obj, const char *key, bool *out)
+{
+	json_t *v = json_object_get(obj, key);
+	char path[256];
+
+	snprintf(path, sizeof(path), "meta.%s", key);
+	*out = false;
+	if (!v)
+		return 0;
+	if (!json_is_boolean(v))
+		return pread_bad(r, path, "expected true or false");
+	*out = json_is_true(v);
+	return 0;
+}
+
+/* -- The document --------------------------------------------------------------- */
+
+/* Reads "meta" (the sample and abort totals go to the sets). */
+static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
+{
+	struct nupp_profile_meta *m = &r->p->meta;
+	json_t *pids, *lost, *v;
+	__u64 u;
+	size_t i;
+	int err = 0;
+
+	if (!json_is_object(meta))
+		return pread_bad(r, "meta", meta ? "expected an object" : "missing");
+	err = err ? err : pread_meta_str(r, meta, "tool", true, &m->tool);
+	err = err ? err : pread_meta_str(r, meta, "command", true, &m->command);
+	err = err ? err : pread_meta_str(r, meta, "target", true, &m->target);
+	err = err ? err : pread_meta_str(r, meta, "backend", true, &m->backend);
+	err = err ? err : pread_meta_str(r, meta, "luajit", true, &m->luajit);
+	err = err ? err : pread_meta_str(r, meta, "zoneFilter", true, &m->zone_filter);
+	err = err ? err : pread_meta_str(r, meta, "root", true, &m->root);
+	err = err ? err : pread_int(r, meta, "frequencyHz", 0, 1000000000, &m->frequency_hz);
+	err = err ? err : pread_int(r, meta, "depth", 0, 1000000, &m->depth);
+	err = err ? err : pread_bool(r, meta, "aborts", &m->aborts);
+	err = err ? err : pread_bool(r, meta, "includeBenign", &m->include_benign);
+	err = err ? err : pread_bool(r, meta, "lines", &m->lines);
+	err = err ? err : pread_bool(r, meta, "fullFilenames", &m->full_filenames);
+	err = err ? err : pread_uint(r, meta, "meta", "samples", false, samples);
+	err = err ? err : pread_uint(r, meta, "meta", "totalAborts", false, &r->p->aborts.total_aborts);
+	err = err ? err : pread_uint(r, meta, "meta", "blacklisted", false, &r->p->aborts.blacklisted);
+	if (err)
+		return err;
+	v = json_object_get(meta, "durationSec");
+	if (v && (!json_is_number(v) || !(json_number_value(v) >= 0)))
+		return pread_bad(r, "meta.durationSec", "expected a number of seconds >= 0");
+	m->duration_sec = v ? json_number_value(v) : 0;
+	pids = json_object_get(meta, "pids");
+	if (pids && !json_is_array(pids))
+		return pread_bad(r, "meta.pids", "expected an array of process IDs");
+	if (pids && json_array_size(pids)) {
+		if (json_array_size(pids) > 1 << 20)
+			return pread_bad(r, "meta.pids", "too many process IDs");
+		r->st->pids = calloc(json_array_size(pids), sizeof(pid_t));
+		if (!r->st->pids)
+			return -ENOMEM;
+		json_array_foreach(pids, i, v) {
+			if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX) {
+				char path[64];
+
+				snprintf(path, sizeof(path), "meta.pids[%zu]", i);
+				return pread_bad(r, path, "expected a process ID");
+			}
+			r->st->pids[i] = (pid_t)json_integer_value(v);
+		}
+		m->pids = r->st->pids;
+		m->npids = (int)json_array_size(pids);
+	}
+	lost = json_object_get(meta, "lost");
+	if (lost && !json_is_object(lost))
+		return pread_bad(r, "meta.lost", "expected an object of counts by reason");
+	for (i = 0; lost && i < NUPP_LOST__MAX; i++) {
+		err = pread_uint(r, lost, "meta.lost", nupp_lost_name(i), false, &u);
+		if (err)
+			return err;
+		r->p->samples.lost[i] = u;
+	}
+	return 0;
+}
+
+/* Hash of a row's (zone, stack), FNV-1a. */
+static size_t pread_row_hash(const char *zone, const char *stack)
+{
+	__u64 h = 1469598103934665603ULL;
+
+	for (; *zone; zone++)
+		h = (h ^ (unsigned char)*zone) * 1099511628211ULL;
+	h = (h ^ 0xff) * 1099511628211ULL;
+	for (; *stack; stack++)
+		h = (h ^ (unsigned char)*stack) * 1099511628211ULL;
+	return (size_t)(h ^ (h >> 29));
+}
+
+/* Rebuilds the row hash at twice the size; 0 or -ENOMEM. */
+static int pread_rehash(struct pread *r)
+{
+	struct nupp_sample_set *s = &r->p->samples;
+	size_t cap = r->hcap ? r->hcap * 2 : 1024, i, j;
+	long *h = calloc(cap, sizeof(*h));
+
+	if (!h)
+		return -ENOMEM;
+	for (i = 0; i < s->n; i++) {
+		j = pread_row_hash(s->rows[i].zone_path, s->rows[i].stack) & (cap - 1);
+		while (h[j])
+			j = (j + 1) & (cap - 1);
+		h[j] = (long)i + 1;
+	}
+	free(r->hash);
+	r->hash = h;
+	r->hcap = cap;
+	return 0;
+}
+
+/* Adds the counts of c under (zone, stack), which it takes; 0 or -ENOMEM. */
+static int pread_add_row(struct pread *r, char *zone, char *stack, const struct nupp_sample_row *c)
+{
+	struct nupp_sample_set *s = &r->p->samples;
+	struct nupp_sample_row *row;
+	size_t j;
+
+	if ((s->n + 1) * 2 > r->hcap && pread_rehash(r))
+		goto nomem;
+	j = pread_row_hash(zone, stack) & (r->hcap - 1);
+	for (; r->hash[j]; j = (j + 1) & (r->hcap - 1)) {
+		row = &s->rows[r->hash[j] - 1];
+		if (strcmp(row->stack, stack) == 0 && strcmp(row->zone_path, zone) == 0) {
+			free(zone);
+			free(stack);
+			goto add;
+		}
+	}
+	if (s->n == s->cap) {
+		size_t cap = s->cap ? s->cap * 2 : 64;
+		struct nupp_sample_row *nr = realloc(s->rows, cap * sizeof(*nr));
+
+		if (!nr)
+			goto nomem;
+		s->rows = nr;
+		s->cap = cap;
+	}
+	row = &s->rows[s->n];
+	memset(row, 0, sizeof(*row));
+	row->zone_path = zone;
+	row->stack = stack;
+	r->hash[j] = (long)++s->n;
+add:
+	row->count += c->count;
+	row->compiled += c->compiled;
+	row->interpreted += c->interpreted;
+	row->ccode += c->ccode;
+	row->collecting += c->collecting;
+	row->compiling += c->compiling;
+	s->samples += c->count;
+	return 0;
+nomem:
+	free(zone);
+	free(stack);
+	return -ENOMEM;
+}
+
+/* Reads one sample row (index i). */
+static int pread_sample(struct pread *r, json_t *o, size_t i)
+{
+	static const char *const keys[] = { "compiled", "interpreted", "cCode", "collecting", "compiling" };
+	struct nupp_sample_row c = { 0 };
+	__u64 *fields[] = { &c.compiled, &c.interpreted, &c.ccode, &c.collecting, &c.compiling };
+	char where[48], *zone = NULL, *stack = NULL;
+	__u64 sum = 0;
+	size_t k;
+	int err;
+
+	snprintf(where, sizeof(where), "samples[%zu]", i);
+	if (!json_is_object(o))
+		return pread_bad(r, where, "expected an object");
+	err = pread_uint(r, o, where, "count", true, &c.count);
+	for (k = 0; !err && k < 5; k++) {
+		err = pread_uint(r, o, where, keys[k], false, fields[k]);
+		if (!err && *fields[k] > c.count - sum) {
+			char what[128];
+
+			snprintf(what, sizeof(what), "the VM-state counts add up to more than count (%llu)",
+				 (unsigned long long)c.count);
+			return pread_bad(r, where, what);
+		}
+		sum += *fields[k];
+	}
+	err = err ? err : pread_str(r, o, where, "zonePath", false, &zone);
+	err = err ? err : pread_str(r, o, where, "stack", false, &stack);
+	if (!err && !stack[0])
+		err = pread_bad(r, where, "empty stack");
+	if (!err && r->p->samples.samples + c.count < c.count)
+		err = pread_bad(r, where, "the sample counts overflow");
+	if (err) {
+		free(zone);
+		free(stack);
+		return err;
+	}
+	return pread_add_row(r, zone, stack, &c);
+}
+
+/* Reads one abort row (index i). */
+static int pread_abort(struct pread *r, json_t *o, size_t i)
+{
+	char where[48], *reason = NULL, *loc = NULL, *zone = NULL, *sev = NULL;
+	enum nupp_severity s;
+	__u64 count;
+	int err;
+
+	snprintf(where, sizeof(where), "aborts[%zu]", i);
+	if (!json_is_object(o))
+		return pread_bad(r, where, "expected an object");
+	err = pread_uint(r, o, where, "count", true, &count);
+	err = err ? err : pread_str(r, o, where, "severity", false, &sev);
+	err = err ? err : pread_str(r, o, where, "reason", false, &reason);
+	err = err ? err : pread_str(r, o, where, "location", false, &loc);
+	err = err ? err : pread_str(r, o, where, "zonePath", false, &zone);
+	if (!err) {
+		for (s = NUPP_SEV_BLACKLIST; s <= NUPP_SEV_INFO; s++)
+			if (strcmp(sev, nupp_severity_name(s)) == 0)
+				break;
+		if (s > NUPP_SEV_INFO)
+			err = pread_bad(r, where, "severity is not blacklist, warn or info");
+	}
+	if (!err)
+		err = nupp_abort_set_add(&r->p->aborts, s, reason, loc, zone, count);
+	free(sev);
+	free(reason);
+	free(loc);
+	free(zone);
+	return err;
+}
+
+/* Reads a parsed document into r->p. */
+static int pread_doc(struct pread *r, json_t *doc)
+{
+	json_t *v, *arr;
+	__u64 samples = 0;
+	size_t i;
+	int err;
+
+	if (!json_is_object(doc))
+		return pread_bad(r, "the document", "expected a JSON object (a nupp profile)");
+	v = json_object_get(doc, "version");
+	if (!v || !json_is_integer(v))
+		return pread_bad(r, "version", v ? "expected an integer" : "missing: not a nupp profile");
+	if (json_integer_value(v) != 1)
+		return nupp_fail(-EPROTO, "%s: version %lld: this nupp-bpf reads version 1 profiles", r->name,
+				 (long long)json_integer_value(v));
+	err = pread_meta(r, json_object_get(doc, "meta"), &samples);
+	if (err)
+		return err;
+	arr = json_object_get(doc, "samples");
+	if (!json_is_array(arr))
+		return pread_bad(r, "samples", arr ? "expected an array" : "missing");
+	json_array_foreach(arr, i, v)
+		if ((err = pread_sample(r, v, i)))
+			return err;
+	if (json_object_get(json_object_get(doc, "meta"), "samples") && samples != r->p->samples.samples) {
+		char what[160];
+
+		snprintf(what, sizeof(what), "says %llu samples but the rows hold %llu",
+			 (unsigned long long)samples, (unsigned long long)r->p->samples.samples);
+		return pread_bad(r, "meta.samples", what);
+	}
+	arr = json_object_get(doc, "aborts");
+	if (arr && !json_is_array(arr))
+		return pread_bad(r, "aborts", "expected an array");
+	json_array_foreach(arr, i, v)
+		if ((err = pread_abort(r, v, i)))
+			return err;
+	return 0;
+}
+
+/* -- Collapsed stacks ------------------------------------------------------------- */
+
+/* Reads collapsed stacks ("frame;frame count" per line) from buf[0..len): the rows get
+ * a count and no VM-state split (the format has none). Empty lines are skipped. */
+static int pread_collapsed(struct pread *r, const char *buf, size_t len)
+{
+	const char *line = buf, *end = buf + len;
+	size_t lineno = 0;
+	int err;
+
+	while (line < end) {
+		const char *nl = memchr(line, '\n', (size_t)(end - line)), *le = nl ? nl : end, *sp;
+		struct nupp_sample_row c = { 0 };
+		char where[64], *stack, *zone;
+		__u64 v = 0;
+
+		lineno++;
+		if (le > line && le[-1] == '\r')
+			le--;
+		snprintf(where, sizeof(where), "line %zu", lineno);
+		if (le == line) {
+			line = nl ? nl + 1 : end;
+			continue;
+		}
+		if (memchr(line, 0, (size_t)(le - line)))
+			return pread_bad(r, where, "a NUL byte: not collapsed stacks text");
+		for (sp = le; sp > line && sp[-1] != ' '; sp--)
+			;
+		if (sp == line || sp == le || sp - 1 == line)
+			return pread_bad(r, where, "expected \"frame;frame;... count\"");
+		for (const char *d = sp; d < le; d++) {
+			if (*d < '0' || *d > '9')
+				return pread_bad(r, where, "the count is not a whole number of samples");
+			if (v > (UINT64_MAX - 9) / 10)
+				return pread_bad(r, where, "the count is too large");
+			v = v * 10 + (__u64)(*d - '0');
+		}
+		if (r->p->samples.samples + v < v)
+			return pread_bad(r, where, "the sample counts overflow");
+		c.count = v;
+		stack = strndup(line, (size_t)(sp - 1 - line));
+		zone = strdup("");
+		if (!stack || !zone) {
+			free(stack);
+			free(zone);
+			return -ENOMEM;
+		}
+		if (v && (err = pread_add_row(r, zone, stack, &c)))
+			return err;
+		if (!v) {
+			free(stack);
+			free(zone);
+		}
+		line = nl ? nl + 1 : end;
+	}
+	return 0;
+}
+
+/* -- Entry points ----------------------------------------------------------------- */
+
+/* Reads a profile, JSON or collapsed by its first non-blank byte, from buf[0..len). */
+static int pread_buf(const char *buf, size_t len, const char *name, struct nupp_profile *p)
+{
+	struct pread r = { .name = name, .p = p };
+	size_t i = 0;
+	int err;
+
+	memset(p, 0, sizeof(*p));
+	r.st = calloc(1, sizeof(*r.st));
+	if (!r.st)
+		return -ENOMEM;
+	p->meta_store = r.st;
+	while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r'))
+		i++;
+	if (i < len && buf[i] == '{') {
+		json_error_t jerr;
+		json_t *doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
+
+		if (!doc) {
+			err = nupp_fail(-EINVAL, "%s:%d:%d: %s (byte %d of %zu)", name, jerr.line, jerr.column,
+					jerr.text, jerr.position, len);
+		} else {
+			err = pread_doc(&r, doc);
+			json_decref(doc);
+		}
+	} else {
+		err = pread_collapsed(&r, buf, len);
+		if (!err && !p->samples.n && i == len)
+			err = nupp_fail(-EINVAL, "%s: empty: neither a nupp profile nor collapsed stacks", name);
+	}
+	free(r.hash);
+	if (err == -ENOMEM)
+		nupp_fail(err, "%s: out of memory", name);
+	if (err)
+		nupp_profile_free(p);
+	return err;
+}
+
+/* Reads the rest of f into a malloc'ed buffer; 0 or -errno. */
+static int pread_slurp(FILE *f, char **out, size_t *len)
+{
+	size_t cap = 1 << 16, n = 0, got;
+	char *buf = malloc(cap), *nb;
+
+	errno = 0;
+	if (!buf)
+		return -ENOMEM;
+	while ((got = fread(buf + n, 1, cap - n, f)) > 0) {
+		n += got;
+		if (n == cap) {
+			nb = realloc(buf, cap * 2);
+			if (!nb) {
+				free(buf);
+				return -ENOMEM;
+			}
+			buf = nb;
+			cap *= 2;
+		}
+	}
+	if (ferror(f)) {
+		int e = errno ? errno : EIO;
+
+		free(buf);
+		return -e;
+	}
+	*out = buf;
+	*len = n;
+	return 0;
+}
+
+/* Reads a nupp profile (JSON) or collapsed stacks from f. */
+int nupp_profile_read(FILE *f, const char *name, struct nupp_profile *p)
+{
+	char *buf;
+	size_t len;
+	int err = pread_slurp(f, &buf, &len);
+
+	if (err)
+		return nupp_fail(err, "cannot read %s: %s", name, strerror(-err));
+	err = pread_buf(buf, len, name, p);
+	free(buf);
+	return err;
+}
+
+/* The same from a file ("-": stdin). */
+int nupp_profile_read_file(const char *path, struct nupp_profile *p)
+{
+	FILE *f;
+	int err;
+
+	if (strcmp(path, "-") == 0)
+		return nupp_profile_read(stdin, "stdin", p);
+	f = fopen(path, "re");
+	if (!f)
+		return nupp_fail(-errno, "cannot read %s: %s", path, strerror(errno));
+	err = nupp_profile_read(f, path, p);
+	fclose(f);
+	return err;
+}
+
+/* Reads from memory (the fuzz targets' entry). */
+int nupp_profile_read_mem(const void *buf, size_t len, const char *name, struct nupp_profile *p)
+{
+	return pread_buf(buf, len, name, p);
+}

@@ -1,0 +1,143 @@
+/* speedscope's file format (https://www.speedscope.app/file-format-schema.json): one
+ * "sampled" profile of the process, its stacks as indices into shared frames. */
+#include <errno.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nupp/nupp.h"
+#include "nupp/profile.h"
+#include "nupp_internal.h"
+#include "report_internal.h"
+
+/* A JSON string of a name for display, or NULL on ENOMEM. */
+static json_t *sscope_str(const char *s, size_t len)
+{
+	struct nupp_buf b = { 0 };
+	json_t *v = NULL;
+
+	if (!nupp_rtext_display(&b, s, len))
+		v = json_stringn(b.p ? b.p : "", b.len);
+	free(b.p);
+	return v;
+}
+
+/* The "frames" array: name, and file and line where the name gives them. */
+static json_t *sscope_frames(const struct nupp_rframes *t)
+{
+	json_t *arr = json_array();
+	size_t i, ml;
+
+	for (i = 0; arr && i < t->n; i++) {
+		const char *nm = t->names[i];
+		size_t len = strlen(nm);
+		json_t *o = json_object();
+		int err = !o;
+
+		err = err || json_object_set_new(o, "name", sscope_str(nm, len));
+		if (!err && nupp_rtext_frame_split(nm, len, &ml)) {
+			int line = nupp_rtext_frame_line(nm, len);
+
+			err = json_object_set_new(o, "file", sscope_str(nm, ml));
+			if (!err && line)
+				err = json_object_set_new(o, "line", json_integer(line));
+		}
+		if (err || json_array_append_new(arr, o)) {
+			json_decref(o);
+			json_decref(arr);
+			return NULL;
+		}
+	}
+	return arr;
+}
+
+/* The profile's name: "PID 123: command". */
+static json_t *sscope_name(const struct nupp_profile *p)
+{
+	const char *cmd = p->meta.target ? p->meta.target : p->meta.command ? p->meta.command : "";
+	char *d = nupp_rtext_display_dup(cmd);
+	json_t *v;
+
+	if (!d)
+		return NULL;
+	if (p->meta.npids == 1)
+		v = json_sprintf("PID %d%s%s", (int)p->meta.pids[0], d[0] ? ": " : "", d);
+	else if (p->meta.npids > 1)
+		v = json_sprintf("%d processes%s%s", p->meta.npids, d[0] ? ": " : "", d);
+	else
+		v = json_string(d[0] ? d : "nupp-bpf profile");
+	free(d);
+	return v;
+}
+
+/* Writes the speedscope file. */
+int nupp_write_speedscope(const struct nupp_profile *p, FILE *f)
+{
+	const struct nupp_sample_set *s = &p->samples;
+	struct nupp_rframes frames = { 0 };
+	json_t *doc = json_object(), *prof = json_object(), *samples = json_array(), *weights = json_array();
+	json_t *profiles = json_array(), *shared = json_object();
+	double hz = p->meta.frequency_hz, total = 0;
+	size_t i;
+	int err = !doc || !prof || !samples || !weights || !profiles || !shared;
+
+	for (i = 0; !err && i < s->n; i++) {
+		const struct nupp_sample_row *r = &s->rows[i];
+		const char *fr = r->stack;
+		json_t *st = json_array();
+		double w = hz > 0 ? (double)r->count / hz : (double)r->count;
+
+		if (!r->count) {
+			json_decref(st);
+			continue;
+		}
+		err = !st;
+		while (!err && *fr) {
+			size_t len = strcspn(fr, ";");
+			long id = nupp_rframes_intern(&frames, fr, len);
+
+			err = id < 0 || json_array_append_new(st, json_integer(id));
+			fr += len;
+			if (*fr)
+				fr++;
+		}
+		err = err || json_array_append_new(samples, st) || json_array_append_new(weights, json_real(w));
+		if (err)
+			json_decref(st);
+		total += w;
+	}
+	err = err || json_object_set_new(shared, "frames", sscope_frames(&frames));
+	err = err || json_object_set_new(prof, "type", json_string("sampled"));
+	err = err || json_object_set_new(prof, "name", sscope_name(p));
+	err = err || json_object_set_new(prof, "unit", json_string(hz > 0 ? "seconds" : "none"));
+	err = err || json_object_set_new(prof, "startValue", json_integer(0));
+	err = err || json_object_set_new(prof, "endValue", json_real(total));
+	err = err || json_object_set_new(prof, "samples", samples);
+	samples = NULL;
+	err = err || json_object_set_new(prof, "weights", weights);
+	weights = NULL;
+	err = err || json_array_append_new(profiles, prof);
+	prof = NULL;
+	err = err || json_object_set_new(doc, "$schema", json_string("https://www.speedscope.app/file-format-schema.json"));
+	err = err || json_object_set_new(doc, "exporter", json_sprintf("nupp-bpf@%s", nupp_version()));
+	err = err || json_object_set_new(doc, "name", sscope_name(p));
+	err = err || json_object_set_new(doc, "activeProfileIndex", json_integer(0));
+	err = err || json_object_set_new(doc, "shared", shared);
+	shared = NULL;
+	err = err || json_object_set_new(doc, "profiles", profiles);
+	profiles = NULL;
+	if (!err)
+		err = json_dumpf(doc, f, JSON_COMPACT | JSON_PRESERVE_ORDER) ? -EIO : 0;
+	else
+		err = nupp_fail(-ENOMEM, "out of memory");
+	if (!err && fputc('\n', f) == EOF)
+		err = -EIO;
+	json_decref(samples);
+	json_decref(weights);
+	json_decref(prof);
+	json_decref(profiles);
+	json_decref(shared);
+	json_decref(doc);
+	nupp_rframes_free(&frames);
+	return err;
+}

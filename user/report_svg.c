@@ -1,0 +1,610 @@
+/* The flame graph: a self-contained SVG (no external script, font or network) whose
+ * frames are coloured by how their samples split between VM states, with JIT trace
+ * aborts marked on the frames of their functions; hover, click-zoom and search. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "nupp/nupp.h"
+#include "nupp/profile.h"
+#include "nupp_internal.h"
+#include "report_internal.h"
+#include "report_svg_js.h" /* nupp_svg_js: user/report_svg.js as a C string */
+
+#define SVG_WIDTH 1200
+#define SVG_PAD 10
+#define SVG_FH 16       /* frame height */
+#define SVG_FONT 12     /* font size of frame labels */
+#define SVG_TOP 86      /* title, subtitle, legend and search above the frames */
+#define SVG_BOTTOM 34   /* the details line below */
+#define SVG_SEARCH "#e600e6"
+
+/* Hue, saturation and lightness of each VM state's colour, then "unknown". */
+static const double svg_hsl[NUPP_RS__MAX + 1][3] = {
+	{ 125, 0.48, 0.52 }, /* compiled: green */
+	{ 8, 0.78, 0.58 },   /* interpreted: red-orange, to stand out */
+	{ 212, 0.58, 0.62 }, /* C code: blue */
+	{ 282, 0.42, 0.64 }, /* GC: purple */
+	{ 44, 0.88, 0.55 },  /* JIT compiler: amber */
+	{ 0, 0.0, 0.72 },    /* unknown (collapsed input): grey */
+};
+
+/* One frame drawn: a tree node, or the merge of its narrow siblings (node < 0). */
+struct svg_frame {
+	long node;
+	const char *name; /* display name (malloc'ed) */
+	__u64 off, n, self;
+	__u64 state[NUPP_RS__MAX];
+	int depth;
+	int abort; /* index into the abort texts, -1 */
+};
+
+struct svg {
+	const struct nupp_profile *p;
+	struct nupp_rtree t;
+	struct svg_frame *fr;
+	size_t n, cap;
+	int maxdepth;
+	double minw, scale; /* pixels per sample */
+	bool inverted;
+	char **texts;       /* the distinct abort texts, as A[] */
+	size_t ntexts;
+	int *frame_abort;   /* per tree frame id: index into texts, -1 */
+};
+
+/* -- Text --------------------------------------------------------------------------- */
+
+/* Writes s as XML character data or attribute value. */
+static void svg_xml(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		switch (*s) {
+		case '&':
+			fputs("&amp;", f);
+			break;
+		case '<':
+			fputs("&lt;", f);
+			break;
+		case '>':
+			fputs("&gt;", f);
+			break;
+		case '"':
+			fputs("&quot;", f);
+			break;
+		default:
+			fputc(*s, f);
+		}
+	}
+}
+
+/* Writes s as a JavaScript string literal that cannot end the CDATA section. */
+static void svg_js_str(FILE *f, const char *s)
+{
+	fputc('"', f);
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c == '\n')
+			fputs("\\n", f);
+		else if (c < 0x20 || c == '<' || c == '>' || c == '&')
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+/* The label that fits w pixels, as the script's fit() cuts it (in UTF-16 units, as
+ * JavaScript counts): into buf. */
+static void svg_fit(const char *name, double w, char *buf, size_t size)
+{
+	long n = (long)floor((w - 6) / (SVG_FONT * 0.59)), units = 0;
+	const unsigned char *p;
+
+	buf[0] = 0;
+	if (n < 3)
+		return;
+	for (p = (const unsigned char *)name; *p; p++)
+		if ((*p & 0xC0) != 0x80)
+			units += *p >= 0xF0 ? 2 : 1;
+	if (units <= n) {
+		snprintf(buf, size, "%s", name);
+		return;
+	}
+	units = 0;
+	for (p = (const unsigned char *)name; *p;) {
+		int u = *p >= 0xF0 ? 2 : 1, len = 1;
+
+		while ((p[len] & 0xC0) == 0x80)
+			len++;
+		if (units + u > n - 2)
+			break;
+		units += u;
+		p += len;
+	}
+	snprintf(buf, size, "%.*s..", (int)((const char *)p - name), name);
+}
+
+/* "1,234,567". */
+static const char *svg_num(__u64 v, char *buf, size_t size)
+{
+	char tmp[32];
+	int len = snprintf(tmp, sizeof(tmp), "%llu", (unsigned long long)v), i, o = 0;
+
+	for (i = 0; i < len && (size_t)o + 2 < size; i++) {
+		if (i && (len - i) % 3 == 0)
+			buf[o++] = ',';
+		buf[o++] = tmp[i];
+	}
+	buf[o] = 0;
+	return buf;
+}
+
+/* -- Colours ------------------------------------------------------------------------- */
+
+/* The fill of a frame in state k (NUPP_RS__MAX: unknown), its lightness varied by name
+ * so that neighbours stay apart. */
+static void svg_color(int k, const char *name, char *buf, size_t size)
+{
+	double h = svg_hsl[k][0], s = svg_hsl[k][1], l = svg_hsl[k][2], c, x, m, r, g, b;
+	unsigned hash = 2166136261u;
+
+	for (; *name; name++)
+		hash = (hash ^ (unsigned char)*name) * 16777619u;
+	l += ((double)(hash % 1000) / 1000.0 - 0.5) * 0.12;
+	h += ((double)((hash / 1000) % 1000) / 1000.0 - 0.5) * 10;
+	if (h < 0)
+		h += 360;
+	c = (1 - fabs(2 * l - 1)) * s;
+	x = c * (1 - fabs(fmod(h / 60, 2) - 1));
+	m = l - c / 2;
+	if (h < 60)
+		r = c, g = x, b = 0;
+	else if (h < 120)
+		r = x, g = c, b = 0;
+	else if (h < 180)
+		r = 0, g = c, b = x;
+	else if (h < 240)
+		r = 0, g = x, b = c;
+	else if (h < 300)
+		r = x, g = 0, b = c;
+	else
+		r = c, g = 0, b = x;
+	snprintf(buf, size, "rgb(%d,%d,%d)", (int)lround((r + m) * 255), (int)lround((g + m) * 255),
+		 (int)lround((b + m) * 255));
+}
+
+/* The state most samples of a frame were in (NUPP_RS__MAX if mostly unknown). */
+static int svg_dominant(const struct svg_frame *fr)
+{
+	__u64 best = 0, known = 0;
+	int k, kb = NUPP_RS__MAX;
+
+	for (k = 0; k < NUPP_RS__MAX; k++) {
+		known += fr->state[k];
+		if (fr->state[k] > best) {
+			best = fr->state[k];
+			kb = k;
+		}
+	}
+	return fr->n - known > best ? NUPP_RS__MAX : kb;
+}
+
+/* -- Abort marks ----------------------------------------------------------------------- */
+
+/* The file of a location "file:line" (length), and its line in *line (0 if none). */
+static size_t svg_loc_file(const char *loc, int *line)
+{
+	const char *c = strrchr(loc, ':');
+
+	*line = c ? atoi(c + 1) : 0;
+	return c ? (size_t)(c - loc) : strlen(loc);
+}
+
+/* Matches abort rows to frames: in a profile of lines, the frame of the same file and
+ * line; otherwise the frames of the same file (the location names a line, and a frame
+ * a function, whose lines the profile does not hold). Builds one text per frame. */
+static int svg_aborts(struct svg *sv)
+{
+	const struct nupp_abort_set *a = &sv->p->aborts;
+	const struct nupp_rframes *fr = &sv->t.frames;
+	struct nupp_buf *bufs;
+	size_t i, j;
+	int err = 0;
+
+	sv->frame_abort = malloc((fr->n ? fr->n : 1) * sizeof(int));
+	bufs = calloc(fr->n ? fr->n : 1, sizeof(*bufs));
+	if (!sv->frame_abort || !bufs) {
+		free(bufs);
+		return -ENOMEM;
+	}
+	for (j = 0; j < fr->n; j++) {
+		const char *nm = fr->names[j], *base;
+		size_t ml, nlen = strlen(nm), blen;
+		int fline = nupp_rtext_frame_line(nm, nlen);
+
+		sv->frame_abort[j] = -1;
+		if (!a->n || !nupp_rtext_frame_split(nm, nlen, &ml))
+			continue;
+		/* Abort locations name a chunk by its basename, as jit.p's default frames do. */
+		for (base = nm + ml; base > nm && base[-1] != '/'; base--)
+			;
+		blen = (size_t)(nm + ml - base);
+		for (i = 0; i < a->n; i++) {
+			const struct nupp_abort_row *r = &a->rows[i];
+			int line;
+			size_t flen = svg_loc_file(r->location, &line);
+			char cnt[32];
+
+			if (flen != blen || strncmp(r->location, base, blen) != 0)
+				continue;
+			if (sv->p->meta.lines && line != fline)
+				continue;
+			if (bufs[j].len > 600) {
+				nupp_buf_add(&bufs[j], "\n...", 4);
+				break;
+			}
+			if (bufs[j].len)
+				nupp_buf_addc(&bufs[j], '\n');
+			svg_num(r->count, cnt, sizeof(cnt));
+			nupp_buf_add(&bufs[j], cnt, strlen(cnt));
+			nupp_buf_add(&bufs[j], "x ", 2);
+			nupp_rtext_display(&bufs[j], r->reason, strlen(r->reason));
+			nupp_buf_add(&bufs[j], " at ", 4);
+			nupp_rtext_display(&bufs[j], r->location, strlen(r->location));
+			nupp_buf_add(&bufs[j], " (", 2);
+			nupp_buf_add(&bufs[j], nupp_severity_name(r->severity), strlen(nupp_severity_name(r->severity)));
+			nupp_buf_addc(&bufs[j], ')');
+		}
+		if (bufs[j].len && !bufs[j].err && !nupp_buf_addc(&bufs[j], 0)) {
+			char **nt = realloc(sv->texts, (sv->ntexts + 1) * sizeof(*nt));
+
+			if (!nt) {
+				err = -ENOMEM;
+				break;
+			}
+			sv->texts = nt;
+			sv->texts[sv->ntexts] = bufs[j].p;
+			bufs[j].p = NULL;
+			sv->frame_abort[j] = (int)sv->ntexts++;
+		}
+		if (bufs[j].err)
+			err = -ENOMEM;
+	}
+	for (j = 0; j < fr->n; j++)
+		free(bufs[j].p);
+	free(bufs);
+	return err;
+}
+
+/* -- Layout ----------------------------------------------------------------------------- */
+
+/* Adds a drawn frame. */
+static struct svg_frame *svg_add(struct svg *sv)
+{
+	if (sv->n == sv->cap) {
+		size_t cap = sv->cap ? sv->cap * 2 : 1024;
+		struct svg_frame *nf = realloc(sv->fr, cap * sizeof(*nf));
+
+		if (!nf)
+			return NULL;
+		sv->fr = nf;
+		sv->cap = cap;
+	}
+	memset(&sv->fr[sv->n], 0, sizeof(sv->fr[0]));
+	sv->fr[sv->n].abort = -1;
+	return &sv->fr[sv->n++];
+}
+
+/* Lays out node (drawn at offset off and depth) and, below it, its children wide
+ * enough to see, in name order, then one merge of the narrower ones. Iterative: a
+ * stack of (node, offset, depth). */
+static int svg_layout(struct svg *sv)
+{
+	struct item {
+		long node;
+		__u64 off;
+		int depth;
+	} *st = malloc(sizeof(*st) * 1024);
+	size_t sp = 0, scap = 1024;
+	int err = 0;
+
+	if (!st)
+		return -ENOMEM;
+	st[sp++] = (struct item){ 0, 0, 0 };
+	while (sp && !err) {
+		struct item it = st[--sp];
+		const struct nupp_rnode *nd = &sv->t.nodes[it.node];
+		struct svg_frame *f = svg_add(sv);
+		__u64 off = it.off, merged = 0, mstate[NUPP_RS__MAX] = { 0 };
+		size_t nmerged = 0, first = sp;
+		long c;
+		int k;
+
+		if (!f) {
+			err = -ENOMEM;
+			break;
+		}
+		f->node = it.node;
+		f->off = it.off;
+		f->n = nd->total;
+		f->self = nd->self;
+		f->depth = it.depth;
+		memcpy(f->state, nd->state, sizeof(f->state));
+		f->name = nd->frame < 0 ? strdup("all") : nupp_rtext_display_dup(sv->t.frames.names[nd->frame]);
+		if (!f->name) {
+			err = -ENOMEM;
+			break;
+		}
+		if (nd->frame >= 0 && sv->frame_abort)
+			f->abort = sv->frame_abort[nd->frame];
+		if (it.depth > sv->maxdepth)
+			sv->maxdepth = it.depth;
+		for (c = nd->child; c >= 0; c = sv->t.nodes[c].next) {
+			const struct nupp_rnode *ch = &sv->t.nodes[c];
+
+			if ((double)ch->total * sv->scale < sv->minw) {
+				merged += ch->total;
+				nmerged++;
+				for (k = 0; k < NUPP_RS__MAX; k++)
+					mstate[k] += ch->state[k];
+				continue;
+			}
+			if (sp == scap) {
+				struct item *ns = realloc(st, sizeof(*st) * scap * 2);
+
+				if (!ns) {
+					err = -ENOMEM;
+					break;
+				}
+				st = ns;
+				scap *= 2;
+			}
+			st[sp++] = (struct item){ c, off, it.depth + 1 };
+			off += ch->total;
+		}
+		/* Children are popped in name order: reverse the ones just pushed. */
+		for (size_t a = first, b = sp; b > a + 1; a++, b--) {
+			struct item t = st[a];
+
+			st[a] = st[b - 1];
+			st[b - 1] = t;
+		}
+		if (nmerged && (double)merged * sv->scale >= sv->minw && !err) {
+			char name[64];
+			struct svg_frame *m = svg_add(sv);
+
+			if (!m) {
+				err = -ENOMEM;
+				break;
+			}
+			snprintf(name, sizeof(name), "\u2026 %zu narrow frames", nmerged);
+			m->node = -1;
+			m->name = strdup(name);
+			m->off = off;
+			m->n = merged;
+			m->depth = it.depth + 1;
+			memcpy(m->state, mstate, sizeof(mstate));
+			if (!m->name)
+				err = -ENOMEM;
+			if (m->depth > sv->maxdepth)
+				sv->maxdepth = m->depth;
+		}
+	}
+	free(st);
+	return err;
+}
+
+/* -- Writing ---------------------------------------------------------------------------- */
+
+/* The subtitle: rate, duration, samples, lost (and the filters applied). */
+static void svg_subtitle(const struct nupp_profile *p, char *buf, size_t size)
+{
+	const struct nupp_sample_set *s = &p->samples;
+	char n[32], l[32], reasons[256] = "";
+	__u64 lost = 0;
+	int i, len = 0;
+
+	for (i = 0; i < NUPP_LOST__MAX; i++) {
+		lost += s->lost[i];
+		if (s->lost[i])
+			snprintf(reasons + strlen(reasons), sizeof(reasons) - strlen(reasons), "%s%s %llu",
+				 reasons[0] ? ", " : "", nupp_lost_name(i), (unsigned long long)s->lost[i]);
+	}
+	if (p->meta.frequency_hz)
+		len += snprintf(buf + len, size - len, "%d Hz, %.1f s, ", p->meta.frequency_hz, p->meta.duration_sec);
+	len += snprintf(buf + len, size - (size_t)len, "%s samples, %s lost%s%s%s", svg_num(s->samples, n, sizeof(n)),
+			svg_num(lost, l, sizeof(l)), reasons[0] ? " (" : "", reasons, reasons[0] ? ")" : "");
+	if (p->meta.zone_filter && (size_t)len < size)
+		len += snprintf(buf + len, size - (size_t)len, ", zone %s", p->meta.zone_filter);
+	if (p->meta.root && (size_t)len < size)
+		snprintf(buf + len, size - (size_t)len, ", root %s", p->meta.root);
+}
+
+/* The <style> and the fixed parts above and below the frames. */
+static void svg_head(struct svg *sv, FILE *f, int height, const char *title)
+{
+	const struct nupp_profile *p = sv->p;
+	char *sub, raw[1024], c[64], pcts[32];
+	int k, x;
+
+	fprintf(f, "<?xml version=\"1.0\" encoding=\"UTF-8\" standalone=\"no\"?>\n"
+		   "<svg version=\"1.1\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" onload=\"init(evt)\" "
+		   "xmlns=\"http://www.w3.org/2000/svg\">\n",
+		SVG_WIDTH, height, SVG_WIDTH, height);
+	fprintf(f, "<!-- Flame graph by nupp-bpf %s. Frames are coloured by the VM state most of their samples "
+		   "were in; the strip at a frame's foot shows the split. -->\n",
+		nupp_version());
+	fprintf(f, "<style>\n"
+		   "text { font-family: Verdana, \"DejaVu Sans\", sans-serif; font-size: %dpx; fill: #000; }\n"
+		   "#title { font-size: 17px; text-anchor: middle; }\n"
+		   "#subtitle { text-anchor: middle; fill: #444; }\n"
+		   "#frames g { cursor: pointer; }\n"
+		   "#frames g:hover rect:first-of-type { stroke: #000; stroke-width: 0.5; }\n"
+		   "#frames g.parent { opacity: 0.5; }\n"
+		   "#frames text { pointer-events: none; }\n"
+		   ".btn { cursor: pointer; fill: #333; text-decoration: underline; }\n"
+		   "#matched { text-anchor: end; }\n"
+		   "path.a { fill: #000; }\n"
+		   "</style>\n",
+		SVG_FONT);
+	fputs("<defs><linearGradient id=\"bg\" x1=\"0\" y1=\"0\" x2=\"0\" y2=\"1\"><stop offset=\"5%\" "
+	      "stop-color=\"#f8f8f8\"/><stop offset=\"95%\" stop-color=\"#e8e8ee\"/></linearGradient></defs>\n",
+	      f);
+	fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"url(#bg)\"/>\n", SVG_WIDTH, height);
+	fprintf(f, "<text id=\"title\" x=\"%d\" y=\"24\">", SVG_WIDTH / 2);
+	sub = nupp_rtext_display_dup(title);
+	svg_xml(f, sub ? sub : "");
+	free(sub);
+	fputs("</text>\n", f);
+	svg_subtitle(p, raw, sizeof(raw));
+	fprintf(f, "<text id=\"subtitle\" x=\"%d\" y=\"44\">", SVG_WIDTH / 2);
+	sub = nupp_rtext_display_dup(raw);
+	svg_xml(f, sub ? sub : "");
+	free(sub);
+	fputs("</text>\n", f);
+	/* The legend: each state's colour and its share of all samples. */
+	fputs("<g id=\"legend\">", f);
+	for (k = 0, x = 170; k < NUPP_RS__MAX; k++, x += 150) {
+		__u64 n = sv->t.nodes[0].state[k];
+
+		svg_color(k, "", c, sizeof(c));
+		snprintf(pcts, sizeof(pcts), "%.1f%%", sv->t.total ? 100.0 * (double)n / (double)sv->t.total : 0.0);
+		fprintf(f, "<g data-state=\"%s\"><rect x=\"%d\" y=\"58\" width=\"14\" height=\"14\" fill=\"%s\"/>"
+			   "<text x=\"%d\" y=\"70\">%s %s</text></g>",
+			nupp_rstate_key(k), x, c, x + 19, nupp_rstate_label(k), pcts);
+	}
+	fputs("</g>\n", f);
+	fprintf(f, "<text id=\"unzoom\" class=\"btn\" x=\"%d\" y=\"70\" style=\"display:none\">Reset Zoom</text>\n",
+		SVG_PAD);
+	fprintf(f, "<foreignObject x=\"%d\" y=\"55\" width=\"250\" height=\"24\">"
+		   "<input xmlns=\"http://www.w3.org/1999/xhtml\" id=\"searchbox\" type=\"search\" "
+		   "placeholder=\"Search (Ctrl-F): regex\" style=\"width:200px;font:12px Verdana,sans-serif\"/>"
+		   "</foreignObject>\n",
+		SVG_WIDTH - SVG_PAD - 250);
+	fprintf(f, "<text id=\"searchclear\" class=\"btn\" x=\"%d\" y=\"70\">clear</text>\n",
+		SVG_WIDTH - SVG_PAD - 40);
+	fprintf(f, "<text id=\"details\" x=\"%d\" y=\"%d\"> </text>\n", SVG_PAD, height - 12);
+	fprintf(f, "<text id=\"matched\" x=\"%d\" y=\"%d\"></text>\n", SVG_WIDTH - SVG_PAD, height - 12);
+}
+
+/* One frame: its rect, label, VM-state strip when its samples are mixed, abort mark. */
+static void svg_frame_el(struct svg *sv, FILE *f, const struct svg_frame *fr)
+{
+	double x = SVG_PAD + (double)fr->off * sv->scale, w = (double)fr->n * sv->scale, y;
+	int dom = svg_dominant(fr), k;
+	char fill[64], label[1024];
+	__u64 before = 0;
+
+	y = SVG_TOP + (double)(sv->inverted ? fr->depth : sv->maxdepth - fr->depth) * SVG_FH;
+	svg_color(dom, fr->name, fill, sizeof(fill));
+	fprintf(f, "<g class=\"%s\" data-vm=\"%s\"><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
+		   "fill=\"%s\" data-fill=\"%s\" rx=\"2\"/><text x=\"%.2f\" y=\"%.1f\">",
+		fr->node < 0 ? "f m" : "f", dom < NUPP_RS__MAX ? nupp_rstate_key(dom) : "unknown", x, y,
+		w > 0.5 ? w - 0.5 : 0, SVG_FH - 1, fill, fill, x + 3, y + SVG_FH - 4.5);
+	svg_fit(fr->name, w, label, sizeof(label));
+	svg_xml(f, label);
+	fputs("</text>", f);
+	if (w >= 8 && fr->n && fr->state[dom < NUPP_RS__MAX ? dom : 0] * 200 < fr->n * 199) {
+		for (k = 0; k < NUPP_RS__MAX; k++) {
+			double sx = x + w * (double)before / (double)fr->n, sw = w * (double)fr->state[k] / (double)fr->n;
+
+			before += fr->state[k];
+			if (!fr->state[k])
+				continue;
+			svg_color(k, "", fill, sizeof(fill));
+			fprintf(f, "<rect data-k=\"%d\" x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"3\" fill=\"%s\"/>", k,
+				sx, y + SVG_FH - 4, sw > 0.5 ? sw - 0.5 : 0, fill);
+		}
+	}
+	if (fr->abort >= 0)
+		fprintf(f, "<path class=\"a\" d=\"M0 %.1f h-7 l7 7 z\" transform=\"translate(%.2f,0)\"%s/>", y,
+			x + w - 0.5, w >= 8 ? "" : " style=\"display:none\"");
+	fputs("</g>\n", f);
+}
+
+/* Writes the script's data: F (one entry per drawn frame, in document order), A, M. */
+static void svg_data(struct svg *sv, FILE *f, int height)
+{
+	size_t i;
+	int k;
+
+	fputs("var F=[", f);
+	for (i = 0; i < sv->n; i++) {
+		const struct svg_frame *fr = &sv->fr[i];
+
+		fputs(i ? ",\n[" : "[", f);
+		svg_js_str(f, fr->name);
+		fprintf(f, ",%llu,%llu,%d", (unsigned long long)fr->off, (unsigned long long)fr->n, fr->depth);
+		for (k = 0; k < NUPP_RS__MAX; k++)
+			fprintf(f, ",%llu", (unsigned long long)fr->state[k]);
+		fprintf(f, ",%llu,%d]", (unsigned long long)fr->self, fr->abort);
+	}
+	fputs("];\nvar A=[", f);
+	for (i = 0; i < sv->ntexts; i++) {
+		if (i)
+			fputc(',', f);
+		svg_js_str(f, sv->texts[i]);
+	}
+	fprintf(f, "];\nvar M={total:%llu,width:%d,pad:%d,fontsize:%d,height:%d,inverted:%s,searchColor:\"%s\","
+		   "states:[",
+		(unsigned long long)sv->t.total, SVG_WIDTH, SVG_PAD, SVG_FONT, height, sv->inverted ? "true" : "false",
+		SVG_SEARCH);
+	for (k = 0; k < NUPP_RS__MAX; k++)
+		fprintf(f, "%s\"%s\"", k ? "," : "", nupp_rstate_label(k));
+	fputs("]};\n", f);
+}
+
+/* Writes the flame graph of p. */
+int nupp_write_svg(const struct nupp_profile *p, const struct nupp_report_opts *o, FILE *f)
+{
+	struct svg sv = { .p = p, .minw = o && o->min_width > 0 ? o->min_width : 0.5, .inverted = o && o->inverted };
+	const char *title = o && o->title ? o->title : p->meta.target ? p->meta.target : p->meta.command;
+	char tbuf[64];
+	size_t i;
+	int err, height;
+
+	err = nupp_rtree_build(&sv.t, &p->samples);
+	if (!err)
+		err = svg_aborts(&sv);
+	sv.scale = sv.t.total ? (double)(SVG_WIDTH - 2 * SVG_PAD) / (double)sv.t.total : 0;
+	if (!err && sv.t.total)
+		err = svg_layout(&sv);
+	if (err) {
+		err = nupp_fail(-ENOMEM, "out of memory");
+		goto out;
+	}
+	if (!title || !title[0]) {
+		snprintf(tbuf, sizeof(tbuf), p->meta.npids ? "PID %d" : "Flame graph", p->meta.npids ? (int)p->meta.pids[0] : 0);
+		title = tbuf;
+	}
+	height = SVG_TOP + (sv.n ? sv.maxdepth + 1 : 2) * SVG_FH + SVG_BOTTOM;
+	svg_head(&sv, f, height, title);
+	fputs("<g id=\"frames\">\n", f);
+	for (i = 0; i < sv.n; i++)
+		svg_frame_el(&sv, f, &sv.fr[i]);
+	fputs("</g>\n", f);
+	if (!sv.n)
+		fprintf(f, "<text x=\"%d\" y=\"%d\" style=\"text-anchor:middle;font-size:17px\">No samples: "
+			   "the target did not run Lua on a CPU while it was recorded</text>\n",
+			SVG_WIDTH / 2, SVG_TOP + 20);
+	fputs("<script type=\"text/ecmascript\"><![CDATA[\n", f);
+	svg_data(&sv, f, height);
+	fputs(nupp_svg_js, f);
+	fputs("]]></script>\n</svg>\n", f);
+	err = ferror(f) ? -EIO : 0;
+out:
+	for (i = 0; i < sv.n; i++)
+		free((char *)sv.fr[i].name);
+	free(sv.fr);
+	for (i = 0; i < sv.ntexts; i++)
+		free(sv.texts[i]);
+	free(sv.texts);
+	free(sv.frame_abort);
+	nupp_rtree_free(&sv.t);
+	return err;
+}
