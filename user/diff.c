@@ -8,7 +8,7 @@
 
 #include "nupp/diff.h"
 #include "nupp_internal.h"
-#include "strtab.h"
+#include "compare_internal.h"
 
 #define DIFF_DEFAULT_THRESHOLD 1.0
 #define DIFF_DEFAULT_SIGMAS 3.0
@@ -86,12 +86,30 @@ static int diff_strcmp0(const char *a, const char *b)
 	return strcmp(a ? a : "", b ? b : "");
 }
 
+/* True if p came with a meta (a nupp profile), not from collapsed stacks. */
+static bool diff_has_meta(const struct nupp_profile *p)
+{
+	return p->meta.backend || p->meta.depth;
+}
+
 /* Checks that profile q can be compared with the reference p; 0 or -EINVAL with the
- * message saying what differs. */
+ * message saying what differs. Collapsed stacks carry no meta and pass. */
 static int diff_compatible(const struct nupp_profile *p, const char *pn, const struct nupp_profile *q, const char *qn)
 {
 	const struct nupp_profile_meta *a = &p->meta, *b = &q->meta;
 
+	if (!diff_has_meta(p) || !diff_has_meta(q))
+		return 0;
+	if (a->lines != b->lines)
+		return nupp_fail(-EINVAL,
+				 "cannot compare %s and %s: %s was recorded with --lines (frames are source lines) and "
+				 "%s without (frames are functions): record both the same way",
+				 pn, qn, a->lines ? pn : qn, a->lines ? qn : pn);
+	if (a->full_filenames != b->full_filenames)
+		return nupp_fail(-EINVAL,
+				 "cannot compare %s and %s: %s names chunks by full path (--full-filenames) and %s by "
+				 "basename: record both the same way",
+				 pn, qn, a->full_filenames ? pn : qn, a->full_filenames ? qn : pn);
 	if (a->depth != b->depth)
 		return nupp_fail(-EINVAL,
 				 "cannot compare %s and %s: recorded with different --depth (%d and %d frames): record "
@@ -417,7 +435,7 @@ int nupp_diff_compute(const struct nupp_diff_input *base, const struct nupp_diff
 	__u64 *run_n = NULL;
 	size_t serial = 0, i;
 	int side, k, r, err;
-	bool skip_info = false;
+	bool skip_info = false, collapsed = false;
 
 	*out = NULL;
 	if (!base || !nw || base->n < 1 || nw->n < 1 || !base->profiles || !nw->profiles)
@@ -454,6 +472,18 @@ int nupp_diff_compute(const struct nupp_diff_input *base, const struct nupp_diff
 			err = diff_compatible(ref, refname, q, name);
 			if (err)
 				goto fail;
+			if (!diff_has_meta(q))
+				collapsed = true;
+			else if (q->meta.lines)
+				d->lines = true;
+			if (d->opts.unit == NUPP_DIFF_LINES && diff_has_meta(q) && !q->meta.lines) {
+				err = nupp_fail(-EINVAL,
+						"cannot compare by line: %s was recorded without --lines, so its frames "
+						"name functions, not lines: record with `record --lines`, or compare "
+						"functions (drop --lines)",
+						name);
+				goto fail;
+			}
 			if (q->meta.include_benign != ref->meta.include_benign)
 				skip_info = true;
 			for (i = 0; i < q->samples.n; i++)
@@ -472,7 +502,8 @@ int nupp_diff_compute(const struct nupp_diff_input *base, const struct nupp_diff
 		}
 	d->base_runs = base->n;
 	d->new_runs = nw->n;
-	d->aborts_compared = ref->meta.aborts;
+	d->aborts_compared = ref->meta.aborts && !collapsed;
+	d->states_compared = !collapsed;
 	d->base_label = diff_label(base, "BASE");
 	d->new_label = diff_label(nw, "NEW");
 	if (!d->base_label || !d->new_label) {
@@ -522,6 +553,8 @@ int nupp_diff_compute(const struct nupp_diff_input *base, const struct nupp_diff
 			diff_share(&o->total, tot, nn, 1, 1);
 		}
 		free(tot);
+		if (collapsed)
+			memset(&o->interp, 0, sizeof(o->interp));
 		o->flags = diff_flags(o, &d->opts);
 		if (o->flags & NUPP_DIFF_REGRESSION)
 			d->regressions++;
@@ -535,6 +568,9 @@ int nupp_diff_compute(const struct nupp_diff_input *base, const struct nupp_diff
 		if (skip_info)
 			snprintf(d->note, sizeof(d->note),
 				 "info abort rows not compared: only one side was recorded with --include-benign");
+	} else if (collapsed) {
+		snprintf(d->note, sizeof(d->note),
+			 "collapsed stacks have no VM states and no abort rows: only shares were compared");
 	} else {
 		snprintf(d->note, sizeof(d->note), "abort rows not compared: recorded with --no-aborts");
 	}
@@ -622,10 +658,13 @@ static void diff_text_row(FILE *f, const struct nupp_diff *d, const struct nupp_
 /* Writes the table heading. */
 static void diff_text_head(FILE *f, const struct nupp_diff *d, const char *title)
 {
-	fprintf(f, "\n%s\n  %7s %6s %6s", title, "change", "BASE", "NEW");
+	fprintf(f, "\n%s\n  %7s %13s", title, "", "self %");
 	if (d->opts.unit != NUPP_DIFF_STACKS)
-		fprintf(f, " %6s %6s", "total", "total");
-	fprintf(f, " %11s %6s  %s\n", "interpreted", "sigma", diff_unit_name(d));
+		fprintf(f, " %13s", "total %");
+	fprintf(f, " %11s\n  %7s %6s %6s", "interpreted", "change", "BASE", "NEW");
+	if (d->opts.unit != NUPP_DIFF_STACKS)
+		fprintf(f, " %6s %6s", "BASE", "NEW");
+	fprintf(f, " %11s %6s  %s\n", "BASE -> NEW", "sigma", diff_unit_name(d));
 }
 
 /* Writes the human-readable table. */
@@ -656,7 +695,8 @@ int nupp_diff_write_text(const struct nupp_diff *d, FILE *f, int top)
 	for (i = 0; i < d->n; i++)
 		if (d->rows[i].flags & (NUPP_DIFF_REGRESSION | NUPP_DIFF_SHRANK | NUPP_DIFF_LESS_INTERPRETED)) {
 			if (!flagged++)
-				diff_text_head(f, d, "Flagged (self share: % of samples whose leaf it is):");
+				diff_text_head(f, d, "Flagged (self: % of the samples whose leaf it is; total: with it on "
+						     "the stack; interpreted: of its own Lua samples):");
 			diff_text_row(f, d, &d->rows[i]);
 		}
 	for (i = 0; i < d->n && shown < (size_t)top; i++) {
@@ -697,25 +737,6 @@ int nupp_diff_write_text(const struct nupp_diff *d, FILE *f, int top)
 	else
 		fprintf(f, "\nnupp-bpf diff: no regression\n");
 	return ferror(f) ? -EIO : 0;
-}
-
-/* A JSON string of a name; bytes that are not UTF-8 are written as U+FFFD. */
-static json_t *diff_json_str(const char *s)
-{
-	json_t *j = json_string(s);
-	char *c, *p;
-
-	if (j)
-		return j;
-	c = strdup(s);
-	if (!c)
-		return NULL;
-	for (p = c; *p; p++)
-		if ((unsigned char)*p >= 0x80)
-			*p = '?';
-	j = json_string(c);
-	free(c);
-	return j;
 }
 
 /* A side's counts as a JSON object. */
@@ -766,7 +787,7 @@ static json_t *diff_json_flags(unsigned flags)
 static json_t *diff_json_side(const char *label, int runs, __u64 samples, double secs, int hz, __u64 aborts,
 			      __u64 blacklisted)
 {
-	return json_pack("{s:s, s:i, s:I, s:f, s:o, s:I, s:I}", "files", label, "runs", runs, "samples",
+	return json_pack("{s:o, s:i, s:I, s:f, s:o, s:I, s:I}", "files", nupp_json_name(label), "runs", runs, "samples",
 			 (json_int_t)samples, "durationSec", secs, "frequencyHz", hz > 0 ? json_integer(hz) : json_null(),
 			 "totalAborts", (json_int_t)aborts, "blacklisted", (json_int_t)blacklisted);
 }
@@ -781,7 +802,7 @@ int nupp_diff_write_json(const struct nupp_diff *d, FILE *f)
 
 	for (i = 0; rows && i < d->n; i++) {
 		const struct nupp_diff_row *r = &d->rows[i];
-		json_t *o = json_pack("{s:o, s:b, s:o, s:o, s:o, s:o, s:o, s:o}", "key", diff_json_str(r->key), "regression",
+		json_t *o = json_pack("{s:o, s:b, s:o, s:o, s:o, s:o, s:o, s:o}", "key", nupp_json_name(r->key), "regression",
 				      !!(r->flags & NUPP_DIFF_REGRESSION), "flags", diff_json_flags(r->flags), "self",
 				      diff_json_share(&r->self), "total", diff_json_share(&r->total), "interpreted",
 				      diff_json_share(&r->interp), "base", diff_json_counts(&r->base), "new",
@@ -793,8 +814,8 @@ int nupp_diff_write_json(const struct nupp_diff *d, FILE *f)
 	for (i = 0; aborts && i < d->naborts; i++) {
 		const struct nupp_diff_abort *a = &d->aborts[i];
 		json_t *o = json_pack("{s:s, s:o, s:o, s:o, s:I, s:I, s:b, s:b, s:b}", "severity",
-				      nupp_severity_name(a->severity), "reason", diff_json_str(a->reason), "location",
-				      diff_json_str(a->location), "zonePath", diff_json_str(a->zone_path), "base",
+				      nupp_severity_name(a->severity), "reason", nupp_json_name(a->reason), "location",
+				      nupp_json_name(a->location), "zonePath", nupp_json_name(a->zone_path), "base",
 				      (json_int_t)a->base, "new", (json_int_t)a->new_, "appeared",
 				      !!(a->flags & NUPP_DIFF_ABORT_APPEARED), "disappeared",
 				      !!(a->flags & NUPP_DIFF_ABORT_DISAPPEARED), "regression",
@@ -808,7 +829,7 @@ int nupp_diff_write_json(const struct nupp_diff *d, FILE *f)
 		json_decref(aborts);
 		return -ENOMEM;
 	}
-	doc = json_pack("{s:i, s:s, s:b, s:i, s:f, s:f, s:I, s:b, s:o, s:o, s:b, s:o, s:o, s:o}", "version", 1, "unit",
+	doc = json_pack("{s:i, s:s, s:b, s:i, s:f, s:f, s:I, s:b, s:o, s:o, s:b, s:b, s:o, s:o, s:o}", "version", 1, "unit",
 			units[d->opts.unit], "lines", d->lines, "regressions", d->regressions, "threshold",
 			d->opts.threshold, "sigmas", d->opts.sigmas, "minSamples", (json_int_t)d->opts.min_samples,
 			"allowAborts", d->opts.allow_aborts,
@@ -816,7 +837,7 @@ int nupp_diff_write_json(const struct nupp_diff *d, FILE *f)
 					       d->base_total_aborts, d->base_blacklisted),
 			"new", diff_json_side(d->new_label, d->new_runs, d->new_samples, d->new_secs, d->new_hz,
 					      d->new_total_aborts, d->new_blacklisted),
-			"abortsCompared", d->aborts_compared, "note", d->note[0] ? json_string(d->note) : json_null(),
+			"abortsCompared", d->aborts_compared, "statesCompared", d->states_compared, "note", d->note[0] ? json_string(d->note) : json_null(),
 			"rows", rows, "aborts", aborts);
 	if (!doc)
 		return -ENOMEM;
@@ -848,6 +869,7 @@ int nupp_diff_write_bmf(const struct nupp_diff *d, FILE *f)
 		double ps = r->new_.self / n, pt = r->new_.total / n, pi = r->new_.interpreted / n;
 		double es = 100 * s * sqrt(ps * (1 - ps) / n), et = 100 * s * sqrt(pt * (1 - pt) / n),
 		       ei = 100 * s * sqrt(pi * (1 - pi) / n);
+		char *key;
 		json_t *m;
 
 		if (r->new_.self < d->opts.min_samples)
@@ -855,8 +877,10 @@ int nupp_diff_write_bmf(const struct nupp_diff *d, FILE *f)
 		m = json_pack("{s:o, s:o, s:o}", "self-share", diff_bmf_metric(100 * ps, fmax(0, 100 * ps - es), 100 * ps + es),
 			      "total-share", diff_bmf_metric(100 * pt, fmax(0, 100 * pt - et), 100 * pt + et),
 			      "interpreted-share", diff_bmf_metric(100 * pi, fmax(0, 100 * pi - ei), 100 * pi + ei));
-		if (!m || json_object_set_new(doc, r->key, m))
+		key = nupp_bytes_to_utf8(r->key);
+		if (!m || !key || json_object_set_new(doc, key, m))
 			err = -ENOMEM;
+		free(key);
 	}
 	if (!err) {
 		double runs = d->new_runs;

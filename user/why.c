@@ -7,7 +7,7 @@
 
 #include "nupp/why.h"
 #include "nupp_internal.h"
-#include "strtab.h"
+#include "compare_internal.h"
 
 #define WHY_DEFAULT_MIN_SHARE 1.0
 #define WHY_DEFAULT_TOP 10
@@ -613,9 +613,9 @@ int nupp_why_write_text(const struct nupp_why *w, FILE *f)
 /* An abort row as a JSON object. */
 static json_t *why_json_abort(const struct nupp_abort_row *a, const char *join)
 {
-	json_t *o = json_pack("{s:s, s:s, s:s, s:I, s:s}", "severity", nupp_severity_name(a->severity), "reason",
-			      a->reason, "location", a->location, "count", (json_int_t)a->count, "zonePath",
-			      a->zone_path ? a->zone_path : "");
+	json_t *o = json_pack("{s:s, s:o, s:o, s:I, s:o}", "severity", nupp_severity_name(a->severity), "reason",
+			      nupp_json_name(a->reason), "location", nupp_json_name(a->location), "count",
+			      (json_int_t)a->count, "zonePath", nupp_json_name(a->zone_path));
 
 	if (o && join && json_object_set_new(o, "join", json_string(join))) {
 		json_decref(o);
@@ -639,8 +639,8 @@ int nupp_why_write_json(const struct nupp_why *w, FILE *f)
 		for (j = 0; ab && j < it->naborts; j++)
 			if (json_array_append_new(ab, why_json_abort(it->aborts[j].row, joins[it->aborts[j].join])))
 				err = -ENOMEM;
-		o = json_pack("{s:s, s:s, s:i, s:i, s:I, s:f, s:I, s:f, s:f, s:{s:I, s:I, s:I, s:I, s:I}, s:o}", "what",
-			      it->what, "file", it->file, "first", it->first, "last", it->last, "samples",
+		o = json_pack("{s:o, s:o, s:i, s:i, s:I, s:f, s:I, s:f, s:f, s:{s:I, s:I, s:I, s:I, s:I}, s:o}", "what",
+			      nupp_json_name(it->what), "file", nupp_json_name(it->file), "first", it->first, "last", it->last, "samples",
 			      (json_int_t)it->samples, "share", why_pct(it->samples, w->samples), "inclusive",
 			      (json_int_t)it->inclusive, "inclusiveShare", why_pct(it->inclusive, w->samples),
 			      "interpretedOfLua", why_pct(it->interpreted, it->interpreted + it->compiled), "states",

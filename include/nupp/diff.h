@@ -100,6 +100,7 @@ struct nupp_diff {
 	__u64 base_total_aborts, new_total_aborts, base_blacklisted, new_blacklisted; /* summed meta */
 	char *base_label, *new_label;  /* the side's file names, ", " between them */
 	bool aborts_compared;          /* both sides ran the abort channel */
+	bool states_compared;          /* both sides have VM states (no collapsed-stacks input) */
 	bool lines;                    /* the frames are source lines (recorded with --lines) */
 	int regressions;               /* rows and abort rows flagged as regressions */
 	char note[512];                /* what was left out of the comparison and why; "" if nothing */
@@ -107,8 +108,9 @@ struct nupp_diff {
 
 /* Compares base and new_. 0 and *out (free with nupp_diff_free), or -EINVAL with
  * nupp_errmsg() saying what differs when the profiles cannot be compared (different
- * depth, --lines, zone filter, root, backend or abort channel; no samples on a side;
- * --lines on profiles recorded without it), -ENOMEM. */
+ * --lines, --full-filenames, depth, zone filter, root, backend or abort channel; no
+ * samples on a side; the unit NUPP_DIFF_LINES on a profile recorded without --lines),
+ * -ENOMEM. Collapsed stacks (no meta) are compared by shares only. */
 int nupp_diff_compute(const struct nupp_diff_input *base, const struct nupp_diff_input *new_,
 		      const struct nupp_diff_opts *opts, struct nupp_diff **out);
 

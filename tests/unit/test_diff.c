@@ -511,10 +511,71 @@ START_TEST(incompatible_profiles_say_what_differs)
 	n.meta.zone_filter = "frame";
 	expect_incompatible(&b, &n, "different --zone (none and frame)");
 	n.meta.zone_filter = NULL;
+	n.meta.lines = true;
+	expect_incompatible(&b, &n, "new.json was recorded with --lines (frames are source lines) and base.json "
+				    "without (frames are functions)");
+	n.meta.lines = false;
+	n.meta.full_filenames = true;
+	expect_incompatible(&b, &n, "new.json names chunks by full path (--full-filenames)");
+	n.meta.full_filenames = false;
 	expect_incompatible(&b, &empty, "new.json has no samples");
 	/* Frequencies may differ: shares are normalised. */
 	n.meta.frequency_hz = 999;
 	nupp_diff_free(diff1(&b, &n, NULL));
+	prof_free(&b);
+	prof_free(&n);
+}
+END_TEST
+
+/* --lines needs profiles recorded with --lines; on them it compares lines. */
+START_TEST(lines_unit_needs_lines_profiles)
+{
+	struct nupp_profile b, n;
+	struct nupp_diff_opts o = { .sz = sizeof(o), .unit = NUPP_DIFF_LINES };
+	const struct nupp_profile *bp[] = { &b }, *np[] = { &n };
+	const char *bn[] = { "base.json" };
+	struct nupp_diff_input bi = { .profiles = bp, .names = bn, .n = 1 }, ni = { .profiles = np, .n = 1 };
+	struct nupp_diff *d;
+
+	prof_init(&b);
+	prof_init(&n);
+	add(&b, "m.lua:3;m.lua:12", 500, 'N');
+	add(&b, "m.lua:3;m.lua:14", 500, 'N');
+	add(&n, "m.lua:3;m.lua:12", 800, 'N');
+	add(&n, "m.lua:3;m.lua:14", 200, 'N');
+	ck_assert_int_eq(nupp_diff_compute(&bi, &ni, &o, &d), -EINVAL);
+	ck_assert_ptr_nonnull(strstr(nupp_errmsg(), "cannot compare by line: base.json was recorded without --lines"));
+	b.meta.lines = n.meta.lines = true;
+	ck_assert_int_eq(nupp_diff_compute(&bi, &ni, &o, &d), 0);
+	ck_assert(d->lines);
+	ck_assert_str_eq(d->rows[0].key, "m.lua:12");
+	ck_assert_uint_eq(d->rows[0].flags, NUPP_DIFF_GREW | NUPP_DIFF_REGRESSION);
+	nupp_diff_free(d);
+	prof_free(&b);
+	prof_free(&n);
+}
+END_TEST
+
+/* Collapsed stacks (no meta, no states, no aborts) compare by shares only. */
+START_TEST(collapsed_input_compares_shares_only)
+{
+	struct nupp_profile b, n;
+	struct nupp_diff *d;
+
+	prof_init(&b);
+	memset(&n, 0, sizeof(n)); /* as the reader leaves a collapsed file: no meta */
+	add(&b, "m:f", 500, 'N');
+	add(&b, "m:g", 500, 'I');
+	ck_assert_int_eq(nupp_sample_set_add(&n.samples, "", "m:f", &(struct nupp_sample_row){ .count = 800 }), 0);
+	ck_assert_int_eq(nupp_sample_set_add(&n.samples, "", "m:g", &(struct nupp_sample_row){ .count = 200 }), 0);
+	abort_row(&b, NUPP_SEV_BLACKLIST, "x", "m.lua:1", 1);
+	d = diff1(&b, &n, NULL);
+	ck_assert(!d->aborts_compared);
+	ck_assert(!d->states_compared);
+	ck_assert_uint_eq(row(d, "m:f")->flags, NUPP_DIFF_GREW | NUPP_DIFF_REGRESSION);
+	ck_assert_uint_eq(row(d, "m:g")->flags, NUPP_DIFF_SHRANK); /* not "less interpreted": no states */
+	ck_assert_ptr_nonnull(strstr(d->note, "collapsed stacks have no VM states"));
+	nupp_diff_free(d);
 	prof_free(&b);
 	prof_free(&n);
 }
@@ -628,4 +689,5 @@ NUPP_CHECK_MAIN("diff", 30, false, false, shares_changes_and_flags_are_exact, to
 		min_samples_holds_back_rare_functions, a_function_that_went_interpreted_is_a_regression,
 		more_interpreted_without_crossing_is_not_now_interpreted, merged_runs_use_the_spread_of_their_shares,
 		new_blacklist_rows_are_regressions_unless_allowed, info_rows_are_left_out_when_one_side_has_them,
-		incompatible_profiles_say_what_differs, stacks_unit_compares_whole_stacks, writers_text_json_and_bmf)
+		incompatible_profiles_say_what_differs, stacks_unit_compares_whole_stacks, lines_unit_needs_lines_profiles,
+		collapsed_input_compares_shares_only, writers_text_json_and_bmf)

@@ -1,10 +1,12 @@
-/* A string -> index table (FNV-1a, open addressing) for the report builders. */
+/* Helpers of the comparison reports: a string -> index table (FNV-1a, open
+ * addressing), and names as JSON strings. */
 #include <errno.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "strtab.h"
+#include "nupp/profile.h"
+#include "compare_internal.h"
 
 /* FNV-1a of len bytes. */
 static uint64_t strtab_hash(const char *s, size_t len)
@@ -85,4 +87,17 @@ void nupp_strtab_free(struct nupp_strtab *t)
 	free(t->lens);
 	free(t->slots);
 	memset(t, 0, sizeof(*t));
+}
+
+/* A name as a JSON string in the lossless form. */
+json_t *nupp_json_name(const char *bytes)
+{
+	char *u = nupp_bytes_to_utf8(bytes ? bytes : "");
+	json_t *j;
+
+	if (!u)
+		return NULL;
+	j = json_string(u);
+	free(u);
+	return j;
 }
