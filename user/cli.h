@@ -2,6 +2,9 @@
 #ifndef NUPP_CLI_H
 #define NUPP_CLI_H
 
+#include <stdbool.h>
+#include <stdio.h>
+
 struct cli_cmd {
 	const char *name;
 	int (*fn)(int argc, char **argv);
@@ -12,6 +15,12 @@ extern int cli_verbose;
 
 /* Prints "Error: <message>" on stderr; the one error printer of the CLI. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+struct nupp_profile;
+
+/* Prints why hot code ran interpreted (report --why, record --why; user/cmd_why.c):
+ * text or JSON on f. 0, or 1 after printing the error. */
+int cli_why(const struct nupp_profile *p, bool json, FILE *f);
 
 /* Subcommands, one file each (user/cmd_<name>.c). */
 int cmd_record(int argc, char **argv);

@@ -37,6 +37,7 @@ struct record_opts {
 	const char *zone;
 	const char *root;
 	bool lines, quiet, aborts, include_benign;
+	bool why; /* --why: explain hot interpreted code at the end */
 	__u32 max_stacks;
 	pid_t pid;
 	char **cmd;
@@ -70,6 +71,8 @@ static void record_usage(FILE *f)
 		"      --include-benign   also count aborts that are ordinary trace formation\n"
 		"      --aborts FILE.csv  write the abort table as CSV (RFC 4180)\n"
 		"      --max-stacks N     distinct stacks kept in the kernel (default 16384)\n"
+		"      --why              at the end, print the hottest code that ran interpreted and\n"
+		"                         the trace aborts that explain it (on stderr)\n"
 		"  -q, --quiet            print nothing but errors\n\n"
 		"EXAMPLES\n"
 		"  sudo nupp-bpf record -p $(pgrep -n luajit) -d 10 -o app.json\n"
@@ -112,7 +115,7 @@ static char record_format(const char *path)
 /* Parses record's options; 0, or the exit status for a usage error / --help (-1 = 0). */
 static int record_parse(int argc, char **argv, struct record_opts *o)
 {
-	enum { O_INTERVAL = 256, O_DEPTH, O_LINES, O_ZONE, O_ROOT, O_NOABORTS, O_BENIGN, O_ABORTS, O_MAXSTACKS };
+	enum { O_INTERVAL = 256, O_DEPTH, O_LINES, O_ZONE, O_ROOT, O_NOABORTS, O_BENIGN, O_ABORTS, O_MAXSTACKS, O_WHY };
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "frequency", required_argument, NULL, 'F' },
@@ -128,6 +131,7 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 		{ "aborts", required_argument, NULL, O_ABORTS },
 		{ "max-stacks", required_argument, NULL, O_MAXSTACKS },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "why", no_argument, NULL, O_WHY },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -220,6 +224,9 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'q':
 			o->quiet = true;
+			break;
+		case O_WHY:
+			o->why = true;
 			break;
 		case 'h':
 			record_usage(stdout);
@@ -689,12 +696,17 @@ static int record_run(int argc, char **argv)
 			.command = cmdline, .target = target, .pids = &pid, .npids = 1, .frequency_hz = o.freq,
 			.duration_sec = record_now() - t0, .backend = "bpf", .luajit = nupp_luajit_build(),
 			.depth = o.depth, .aborts = o.aborts, .include_benign = o.include_benign,
-			.zone_filter = o.zone, .root = o.root,
+			.zone_filter = o.zone, .root = o.root, .lines = o.lines,
 		};
 
 		ret = record_write(&o, &m, &set, &ab);
 		if (!ret && !o.quiet)
 			record_summary(&o, &set, &ab, m.duration_sec);
+		if (!ret && o.why) {
+			struct nupp_profile prof = { .meta = m, .samples = set, .aborts = ab };
+
+			ret = cli_why(&prof, false, stderr);
+		}
 		if (cli_verbose)
 			record_stats(smp, tr);
 	}
