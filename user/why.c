@@ -13,6 +13,7 @@
 #define WHY_DEFAULT_TOP 10
 #define WHY_MAX_GAP 3 /* lines of a block are at most this far apart */
 #define WHY_MAX_FRAMES 512
+#define WHY_MAX_ABOVE 30 /* lines above a block an abort may join it from (its function's start) */
 
 /* -- Frames ------------------------------------------------------------------- */
 
@@ -357,8 +358,39 @@ static int why_attach(struct nupp_why_item *it, const struct nupp_abort_row *a, 
 	return 0;
 }
 
+/* True if a line of file (the sorted sampled lines ln[0..nl)) strictly between lo and hi
+ * ran (has samples, or is a call site). */
+static bool why_sampled_between(const struct why_line *ln, size_t nl, const char *file, int lo, int hi)
+{
+	size_t i, fl = strlen(file);
+
+	for (i = 0; i < nl; i++)
+		if (ln[i].filelen == fl && memcmp(ln[i].file, file, fl) == 0 && ln[i].line > lo && ln[i].line < hi &&
+		    (ln[i].u.count || ln[i].u.call))
+			return true;
+	return false;
+}
+
+/* Whether abort row r (at line of its file) is the nearest one above block it, with
+ * nothing sampled between: no row of rows[0..n) lies closer above it. */
+static bool why_above(const struct nupp_why_item *it, const struct nupp_abort_row *rows, size_t n, size_t r, int line,
+		      const struct why_line *ln, size_t nl)
+{
+	size_t k, fl, ofl;
+	int other;
+
+	if (line >= it->first - 1 || it->first - line > WHY_MAX_ABOVE || !why_loc(rows[r].location, &fl, &other))
+		return false;
+	for (k = 0; k < n; k++)
+		if (k != r && why_loc(rows[k].location, &ofl, &other) && other > line && other < it->first - 1 &&
+		    why_same_file(rows[k].location, ofl, rows[r].location, fl))
+			return false;
+	return !why_sampled_between(ln, nl, it->file, line, it->first);
+}
+
 /* Joins every abort row to the items it explains; the rest go to w->unmatched. */
-static int why_join(struct nupp_why *w, const struct nupp_profile *p, struct nupp_strtab *callees)
+static int why_join(struct nupp_why *w, const struct nupp_profile *p, struct nupp_strtab *callees,
+		    const struct why_line *ln, size_t nl)
 {
 	size_t r, i;
 
@@ -390,6 +422,8 @@ static int why_join(struct nupp_why *w, const struct nupp_profile *p, struct nup
 			else if (klen > 0 && (size_t)klen < sizeof(key) &&
 				 nupp_strtab_get(&callees[i], key, (size_t)klen, false) >= 0)
 				how = NUPP_WHY_CALLEE;
+			else if (same && has_line && why_above(it, p->aborts.rows, p->aborts.n, r, line, ln, nl))
+				how = NUPP_WHY_ABOVE;
 			if (how < 0)
 				continue;
 			if (why_attach(it, a, (enum nupp_why_join)how))
@@ -512,7 +546,7 @@ int nupp_why_compute(const struct nupp_profile *p, const struct nupp_why_opts *o
 	}
 	why_keep(w);
 	callees = calloc(w->n ? w->n : 1, sizeof(*callees));
-	if (!callees || why_inclusive(w, p, callees) || why_join(w, p, callees))
+	if (!callees || why_inclusive(w, p, callees) || why_join(w, p, callees, ln, ln ? units.n : 0))
 		goto out;
 	err = 0;
 	*out = w;
@@ -562,14 +596,14 @@ int nupp_why_write_text(const struct nupp_why *w, FILE *f)
 		fprintf(f, "nothing to explain: no code ran interpreted for %.1f %% or more of the %llu samples",
 			w->opts.min_share, (unsigned long long)w->samples);
 		if (w->aborts_counted)
-			fprintf(f, " (%llu trace aborts, %llu blacklisted)", (unsigned long long)w->total_aborts,
-				(unsigned long long)w->blacklisted);
+			fprintf(f, " (%llu trace abort%s, %llu blacklisted)", (unsigned long long)w->total_aborts,
+				w->total_aborts == 1 ? "" : "s", (unsigned long long)w->blacklisted);
 		fputc('\n', f);
 	} else {
 		fprintf(f, "Hot code that ran interpreted (%llu samples", (unsigned long long)w->samples);
 		if (w->aborts_counted)
-			fprintf(f, "; %llu trace aborts, %llu blacklisted", (unsigned long long)w->total_aborts,
-				(unsigned long long)w->blacklisted);
+			fprintf(f, "; %llu trace abort%s, %llu blacklisted", (unsigned long long)w->total_aborts,
+				w->total_aborts == 1 ? "" : "s", (unsigned long long)w->blacklisted);
 		fprintf(f, "):\n");
 	}
 	for (i = 0; i < w->n; i++) {
@@ -589,6 +623,7 @@ int nupp_why_write_text(const struct nupp_why *w, FILE *f)
 
 			why_text_abort(f, a->join == NUPP_WHY_WITHIN   ? "   why: "
 					  : a->join == NUPP_WHY_CALLEE ? "   why (in code it calls): "
+					  : a->join == NUPP_WHY_ABOVE  ? "   why (above it, where its function or loop may start): "
 								       : "   in the same file: ",
 				       a->row);
 			file_join |= a->join == NUPP_WHY_FILE;
@@ -627,7 +662,7 @@ static json_t *why_json_abort(const struct nupp_abort_row *a, const char *join)
 /* Writes the explanation as JSON. */
 int nupp_why_write_json(const struct nupp_why *w, FILE *f)
 {
-	static const char *const joins[] = { "within", "callee", "file" };
+	static const char *const joins[] = { "within", "callee", "above", "file" };
 	json_t *items = json_array(), *unm = json_array(), *doc;
 	size_t i, j;
 	int err = 0;

@@ -6,8 +6,11 @@
  *    line no more compiled than interpreted, at most 3 lines apart (a blacklisted loop
  *    runs wholly interpreted, so its body is one block; a compiled neighbour ends it).
  *    An abort row joins a block when its line is within the block (or the line just
- *    before or after it: a loop's or function's header and end), or when its line is a
- *    frame called from the block in some sample (the trace aborted in a callee);
+ *    before or after it: a loop's or function's header and end); when its line is a
+ *    frame called from the block in some sample (the trace aborted in a callee); or
+ *    when it is the nearest abort line above the block, at most 30 lines up, with no
+ *    sampled line between them (where the block's function or loop may start: LuaJIT
+ *    reports a function it will not compile at its first line);
  *  - a profile recorded without --lines names functions, not lines: an abort row joins
  *    a function when it is in the same file, and the text says the join is by file.
  * Limits: two interpreted functions within 3 lines of each other are one block; a
@@ -37,6 +40,7 @@ struct nupp_why_opts {
 enum nupp_why_join {
 	NUPP_WHY_WITHIN, /* its line is within the block (or just before or after it) */
 	NUPP_WHY_CALLEE, /* its line is a frame called from the block */
+	NUPP_WHY_ABOVE,  /* the nearest abort line above the block, nothing sampled between */
 	NUPP_WHY_FILE,   /* same file (a profile without lines) */
 };
 

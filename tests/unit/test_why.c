@@ -198,6 +198,40 @@ START_TEST(an_abort_in_a_called_function_explains_the_loop_too)
 }
 END_TEST
 
+/* A function under jit.off: LuaJIT reports it at its first line (22), above the hot
+ * loop in its body (24). The nearest abort above a block, with nothing sampled between,
+ * joins it; one with compiled code between, or a farther one, does not. */
+START_TEST(an_abort_at_the_start_of_the_function_joins_from_above)
+{
+	struct nupp_why_opts o = { .sz = sizeof(o), .lines = true };
+	struct nupp_profile p;
+	struct nupp_why *w;
+	const char *t;
+
+	prof_init(&p);
+	add(&p, "bench.lua:50;bench.lua:18", 300, 0, 0, 0, 0); /* alpha's compiled loop */
+	add(&p, "bench.lua:51;bench.lua:24", 0, 300, 0, 0, 0); /* beta's, under jit.off */
+	add(&p, "bench.lua:52;bench.lua:30", 300, 0, 0, 0, 0);
+	abort_row(&p, NUPP_SEV_WARN, "JIT compilation disabled for function", "bench.lua:22", 1);
+	abort_row(&p, NUPP_SEV_WARN, "farther up", "bench.lua:20", 1);
+	abort_row(&p, NUPP_SEV_WARN, "above alpha's compiled line", "bench.lua:10", 1);
+	nupp_abort_set_sort(&p.aborts);
+	ck_assert_int_eq(nupp_why_compute(&p, &o, &w), 0);
+	ck_assert_uint_eq(w->n, 1);
+	ck_assert_str_eq(w->items[0].what, "bench.lua:24");
+	ck_assert_uint_eq(w->items[0].naborts, 1);
+	ck_assert_int_eq(w->items[0].aborts[0].join, NUPP_WHY_ABOVE);
+	ck_assert_str_eq(w->items[0].aborts[0].row->location, "bench.lua:22");
+	ck_assert_uint_eq(w->nunmatched, 2);
+	t = text(w);
+	ck_contains(t, "(900 samples; 3 trace aborts, 0 blacklisted)");
+	ck_contains(t, "   why (above it, where its function or loop may start): JIT compilation disabled for function at "
+		       "bench.lua:22 (1 abort)\n");
+	nupp_why_free(w);
+	prof_free(&p);
+}
+END_TEST
+
 START_TEST(nothing_to_explain_when_nothing_hot_ran_interpreted)
 {
 	struct nupp_why_opts o = { .sz = sizeof(o), .lines = true };
@@ -292,5 +326,6 @@ END_TEST
 
 NUPP_CHECK_MAIN("why", 30, false, false, a_blacklisted_loop_is_named_with_its_share_and_reason,
 		without_lines_functions_are_joined_by_file, an_abort_in_a_called_function_explains_the_loop_too,
+		an_abort_at_the_start_of_the_function_joins_from_above,
 		nothing_to_explain_when_nothing_hot_ran_interpreted, interpreted_code_without_aborts_counted,
 		json_has_every_item_and_join)
