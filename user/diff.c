@@ -643,12 +643,17 @@ static const char *diff_pct(const struct nupp_diff_counts *c, char *buf, size_t 
 static void diff_text_row(FILE *f, const struct nupp_diff *d, const struct nupp_diff_row *r)
 {
 	char words[128], ib[16], in[16], interp[40];
+	double z;
 
 	snprintf(interp, sizeof(interp), "%s -> %s", diff_pct(&r->base, ib, sizeof(ib)), diff_pct(&r->new_, in, sizeof(in)));
 	fprintf(f, "  %+7.2f %6.2f %6.2f", r->self.change, r->self.base, r->self.new_);
 	if (d->opts.unit != NUPP_DIFF_STACKS)
 		fprintf(f, " %6.2f %6.2f", r->total.base, r->total.new_);
-	fprintf(f, " %11s %6.1f  %s", interp, fabs(r->self.z) > 999 ? 999.9 : fabs(r->self.z), r->key);
+	z = r->flags & (NUPP_DIFF_MORE_INTERPRETED | NUPP_DIFF_LESS_INTERPRETED) &&
+			    !(r->flags & (NUPP_DIFF_GREW | NUPP_DIFF_SHRANK))
+		    ? r->interp.z
+		    : r->self.z;
+	fprintf(f, " %11s %6.1f  %s", interp, fabs(z) > 999 ? 999.9 : fabs(z), r->key);
 	nupp_diff_flag_words(r->flags & ~NUPP_DIFF_FEW, words, sizeof(words));
 	if (words[0])
 		fprintf(f, "  [%s]", words);
@@ -689,8 +694,14 @@ int nupp_diff_write_text(const struct nupp_diff *d, FILE *f, int top)
 	if (d->base_hz > 0 && d->base_hz == d->new_hz) {
 		double bpr = (double)d->base_samples / d->base_runs, npr = (double)d->new_samples / d->new_runs;
 
+		bool grew = false;
+
+		for (i = 0; i < d->n; i++)
+			grew |= !!(d->rows[i].flags & NUPP_DIFF_GREW);
 		fprintf(f, "Samples per run: BASE %.0f, NEW %.0f (%+.1f %%)%s\n", bpr, npr, 100 * (npr - bpr) / bpr,
-			npr < bpr * 0.9 ? ": shares of unchanged code rise when other code gets faster" : "");
+			grew && npr < bpr * 0.9 ? ": NEW ran for less CPU time, and shares of unchanged code rise when "
+						  "other code gets faster"
+						: "");
 	}
 	for (i = 0; i < d->n; i++)
 		if (d->rows[i].flags & (NUPP_DIFF_REGRESSION | NUPP_DIFF_SHRANK | NUPP_DIFF_LESS_INTERPRETED)) {
