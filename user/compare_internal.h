@@ -5,6 +5,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <jansson.h>
 
 /* -- A string -> index table (the caller keeps its values in an array indexed by what
@@ -27,5 +28,8 @@ void nupp_strtab_free(struct nupp_strtab *t);
 /* A name (bytes, maybe not UTF-8) as a JSON string in the nupp profile's lossless form
  * (nupp_bytes_to_utf8); NULL on ENOMEM. */
 json_t *nupp_json_name(const char *bytes);
+/* Writes doc (taken: freed here) to f, indented, with a final newline; 0, -ENOMEM (doc
+ * NULL) or -EIO. */
+int nupp_json_dump(json_t *doc, FILE *f);
 
 #endif /* NUPP_COMPARE_INTERNAL_H */

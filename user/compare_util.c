@@ -2,6 +2,7 @@
  * addressing), and names as JSON strings. */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -100,4 +101,19 @@ json_t *nupp_json_name(const char *bytes)
 	j = json_string(u);
 	free(u);
 	return j;
+}
+
+/* Writes doc (taken: freed here) to f, indented, with a final newline; 0, -ENOMEM (doc
+ * NULL) or -EIO. */
+int nupp_json_dump(json_t *doc, FILE *f)
+{
+	int err;
+
+	if (!doc)
+		return -ENOMEM;
+	err = json_dumpf(doc, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER) ? -EIO : 0;
+	if (!err && fputc('\n', f) == EOF)
+		err = -EIO;
+	json_decref(doc);
+	return err;
 }

@@ -850,13 +850,7 @@ int nupp_diff_write_json(const struct nupp_diff *d, FILE *f)
 					      d->new_total_aborts, d->new_blacklisted),
 			"abortsCompared", d->aborts_compared, "statesCompared", d->states_compared, "note", d->note[0] ? json_string(d->note) : json_null(),
 			"rows", rows, "aborts", aborts);
-	if (!doc)
-		return -ENOMEM;
-	err = json_dumpf(doc, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER) ? -EIO : 0;
-	if (!err && fputc('\n', f) == EOF)
-		err = -EIO;
-	json_decref(doc);
-	return err;
+	return nupp_json_dump(doc, f);
 }
 
 /* A BMF metric: value with lower/upper bounds. */
@@ -902,10 +896,9 @@ int nupp_diff_write_bmf(const struct nupp_diff *d, FILE *f)
 		if (!m || json_object_set_new(doc, "nupp-bpf", m))
 			err = -ENOMEM;
 	}
-	if (!err)
-		err = json_dumpf(doc, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER) ? -EIO : 0;
-	if (!err && fputc('\n', f) == EOF)
-		err = -EIO;
-	json_decref(doc);
-	return err;
+	if (err) {
+		json_decref(doc);
+		return err;
+	}
+	return nupp_json_dump(doc, f);
 }

@@ -697,11 +697,5 @@ int nupp_why_write_json(const struct nupp_why *w, FILE *f)
 			(json_int_t)w->samples, "lines", w->opts.lines, "minShare", w->opts.min_share, "abortsCounted",
 			w->aborts_counted, "totalAborts", (json_int_t)w->total_aborts, "blacklisted",
 			(json_int_t)w->blacklisted, "nothingToExplain", w->n == 0, "items", items, "unmatched", unm);
-	if (!doc)
-		return -ENOMEM;
-	err = json_dumpf(doc, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER) ? -EIO : 0;
-	if (!err && fputc('\n', f) == EOF)
-		err = -EIO;
-	json_decref(doc);
-	return err;
+	return nupp_json_dump(doc, f);
 }
