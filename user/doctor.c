@@ -1016,22 +1016,24 @@ const struct nupp_check *nupp_doctor_blocker(const struct nupp_check *out, int n
 	return NULL;
 }
 
-/* Silences libbpf while nupp_available() tries things in a host process. */
+/* Silences libbpf while the verdict tries things in a host process. */
 static int doctor_libbpf_quiet(enum libbpf_print_level level, const char *fmt, va_list ap)
 {
 	return 0;
 }
 
-/* Whether BPF sessions can run here on pid. */
-int nupp_available(pid_t pid)
+/* Whether BPF sessions can run here, for process pid. */
+int nupp_doctor_verdict(int pid, char *why, size_t size)
 {
-	struct nupp_doctor_opts o = { .sz = sizeof(o), .pid = pid, .quick = true };
+	struct nupp_doctor_opts o = { .sz = sizeof(o), .pid = pid == 0 ? getpid() : pid < 0 ? 0 : pid, .quick = true };
 	struct nupp_check c[NUPP_CHECK__MAX];
 	libbpf_print_fn_t old = libbpf_set_print(doctor_libbpf_quiet);
 	const struct nupp_check *b;
 	int n = nupp_doctor_run(&o, c, NUPP_CHECK__MAX), err;
 
 	libbpf_set_print(old);
+	if (size)
+		why[0] = 0;
 	if (n < 0)
 		return n;
 	b = nupp_doctor_blocker(c, n);
@@ -1055,6 +1057,8 @@ int nupp_available(pid_t pid)
 		err = b->err == -EPERM || b->err == -EACCES ? -EPERM : -ENOTSUP;
 		break;
 	}
-	return nupp_fail(err, "%s: %s%s%s%s", b->name, b->detail, b->remedy[0] ? " (" : "", b->remedy,
-			 b->remedy[0] ? ")" : "");
+	nupp_fail(err, "%s: %s%s%s%s", b->name, b->detail, b->remedy[0] ? " (" : "", b->remedy, b->remedy[0] ? ")" : "");
+	if (size)
+		snprintf(why, size, "%s", nupp_errmsg());
+	return err;
 }

@@ -1,8 +1,8 @@
 /* Doctor: what this machine, this process's privileges and a target process lack for
  * BPF profiling, found by trying each piece the way `record` uses it (load a program,
  * open a CPU-clock event, attach a uprobe), not by reading kernel versions.
- * `nupp-bpf doctor` prints the checks; nupp_available() is the one-call verdict for
- * in-process sessions (`profile.available()`). */
+ * `nupp-bpf doctor` prints the checks; nupp_doctor_verdict() is the one-call verdict,
+ * with nupp_available()'s contract, for in-process sessions (`profile.available()`). */
 #ifndef NUPP_DOCTOR_H
 #define NUPP_DOCTOR_H
 
@@ -75,11 +75,13 @@ const struct nupp_check *nupp_doctor_blocker(const struct nupp_check *out, int n
 /* "ok", "note", "warn", "FAIL" or "skip". */
 const char *nupp_check_status_name(enum nupp_check_status s);
 
-/* Whether BPF sessions can run here on pid (0: only this machine and our privileges).
+/* Whether BPF sessions can run here, for process pid (0: this process, -1: the machine
+ * and our privileges only), found by the quick checks (about 0.1 s: a uprobe is tried).
  * 0, or -EPERM (a privilege), -ENOTSUP (a kernel feature, or a LuaJIT without our
  * probes and layout), -ENOENT (not LuaJIT, or no VM open), -ESRCH (no such process);
- * nupp_errmsg() then names the check, what was found and the remedy. */
-int nupp_available(pid_t pid);
+ * why (and nupp_errmsg()) then names the check, what was found and the remedy. The
+ * contract of nupp_available() (include/nupp/nupp.h), which it can back. */
+int nupp_doctor_verdict(int pid, char *why, size_t size);
 
 #ifdef __cplusplus
 }

@@ -1,8 +1,8 @@
-/* nupp_available(), the one-call verdict in-process sessions use (profile.available()):
- * 0 as root on the machine and on a process of our LuaJIT; -EPERM naming the missing
- * capability as an unprivileged user; -ENOENT for a process that is not LuaJIT; -ENOTSUP
- * for Debian's unpatched LuaJIT; -ESRCH for no process.
- * And nupp_doctor_run's contract: checks in enum order, the blocker, bad options. */
+/* nupp_doctor_verdict(), the one-call verdict for in-process sessions (profile.available(),
+ * with nupp_available()'s contract): 0 as root on the machine and on a process of our
+ * LuaJIT; -EPERM naming the missing capability as an unprivileged user; -ENOENT for a
+ * process that is not LuaJIT; -ENOTSUP for Debian's unpatched LuaJIT; -ESRCH for no
+ * process. And nupp_doctor_run's contract: checks in enum order, the blocker, bad options. */
 #include <check.h>
 
 #include "nupp_check.h"
@@ -14,9 +14,9 @@
 #include "nupp/doctor.h"
 #include "nupp/nupp.h"
 
-/* Runs nupp_available(pid) in a child as uid/gid 65534 with no capabilities; its result
- * in *err and its message in msg. */
-static void available_as_nobody(pid_t pid, int *err, char *msg, size_t size)
+/* Runs nupp_doctor_verdict(pid) in a child as uid/gid 65534 with no capabilities; its
+ * result in *err and its message in msg. */
+static void verdict_as_nobody(int pid, int *err, char *msg, size_t size)
 {
 	int fds[2];
 	pid_t c;
@@ -25,13 +25,14 @@ static void available_as_nobody(pid_t pid, int *err, char *msg, size_t size)
 	ck_assert_int_eq(pipe(fds), 0);
 	c = fork();
 	if (c == 0) {
+		char why[1024];
 		int e;
 
 		close(fds[0]);
 		if (setgroups(0, NULL) || setresgid(65534, 65534, 65534) || setresuid(65534, 65534, 65534))
 			_exit(100);
-		e = nupp_available(pid);
-		if (write(fds[1], &e, sizeof(e)) != sizeof(e) || write(fds[1], nupp_errmsg(), strlen(nupp_errmsg())) < 0)
+		e = nupp_doctor_verdict(pid, why, sizeof(why));
+		if (write(fds[1], &e, sizeof(e)) != sizeof(e) || write(fds[1], why, strlen(why)) < 0)
 			_exit(101);
 		_exit(0);
 	}
@@ -47,13 +48,18 @@ START_TEST(root_can_profile_here_and_our_luajit)
 {
 	const char *argv[] = { "-e", "local t = os.clock() while os.clock() - t < 20 do end", NULL };
 	pid_t lj = nupp_test_spawn_luajit(argv, -1);
+	char why[1024];
 	int i;
 
-	ck_assert_msg(nupp_available(0) == 0, "%s", nupp_errmsg());
+	ck_assert_msg(nupp_doctor_verdict(-1, why, sizeof(why)) == 0, "%s", why);
+	ck_assert_str_eq(why, "");
 	/* Our LuaJIT: once its VM is open (it is, after a moment). */
-	for (i = 0; i < 100 && nupp_available(lj) != 0; i++)
+	for (i = 0; i < 100 && nupp_doctor_verdict(lj, NULL, 0) != 0; i++)
 		usleep(20000);
-	ck_assert_msg(nupp_available(lj) == 0, "%s", nupp_errmsg());
+	ck_assert_msg(nupp_doctor_verdict(lj, why, sizeof(why)) == 0, "%s", why);
+	/* This test program itself (pid 0: this process) is not LuaJIT. */
+	ck_assert_int_eq(nupp_doctor_verdict(0, why, sizeof(why)), -ENOENT);
+	ck_assert_ptr_nonnull(strstr(why, "is not running LuaJIT"));
 	nupp_test_reap(lj, SIGKILL);
 }
 END_TEST
@@ -63,7 +69,7 @@ START_TEST(unprivileged_is_refused_naming_the_capability)
 	char msg[1024];
 	int err = 0;
 
-	available_as_nobody(0, &err, msg, sizeof(msg));
+	verdict_as_nobody(-1, &err, msg, sizeof(msg));
 	ck_assert_int_eq(err, -EPERM);
 	ck_assert_msg(strstr(msg, "CAP_BPF: missing: needed for loading BPF programs and maps") &&
 			      strstr(msg, "run with sudo"),
@@ -73,18 +79,18 @@ END_TEST
 
 START_TEST(targets_that_cannot_be_profiled)
 {
-	pid_t other = fork(), plain;
 	const char *lj[] = { "/usr/bin/luajit", "-e", "local t = os.clock() while os.clock() - t < 20 do end", NULL };
+	pid_t other = fork(), plain;
 
 	if (other == 0) {
 		pause();
 		_exit(0);
 	}
-	ck_assert_int_eq(nupp_available(other), -ENOENT);
+	ck_assert_int_eq(nupp_doctor_verdict(other, NULL, 0), -ENOENT);
 	ck_assert_msg(strstr(nupp_errmsg(), "LuaJIT: PID") && strstr(nupp_errmsg(), "is not running LuaJIT"), "%s",
 		      nupp_errmsg());
 	nupp_test_reap(other, SIGKILL);
-	ck_assert_int_eq(nupp_available(4194303), -ESRCH);
+	ck_assert_int_eq(nupp_doctor_verdict(4194303, NULL, 0), -ESRCH);
 	ck_assert_ptr_nonnull(strstr(nupp_errmsg(), "no such process: PID 4194303"));
 
 	plain = fork();
@@ -93,7 +99,7 @@ START_TEST(targets_that_cannot_be_profiled)
 		_exit(127);
 	}
 	usleep(300000);
-	ck_assert_int_eq(nupp_available(plain), -ENOTSUP);
+	ck_assert_int_eq(nupp_doctor_verdict(plain, NULL, 0), -ENOTSUP);
 	ck_assert_ptr_nonnull(strstr(nupp_errmsg(), "has no nupp-bpf probes and layout"));
 	nupp_test_reap(plain, SIGKILL);
 }
