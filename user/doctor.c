@@ -185,8 +185,8 @@ static void doctor_privileges(struct doctor *d)
 
 	d->capeff = doctor_capeff();
 	if (geteuid() == 0)
-		doctor_set(d, NUPP_CHECK_USER, NUPP_CHECK_OK, 0, "root (uid 0%s%s%s)", sudo ? ", via sudo from " : "",
-			   sudo ? sudo : "", "");
+		doctor_set(d, NUPP_CHECK_USER, NUPP_CHECK_OK, 0, "root (uid 0%s%s)", sudo ? ", via sudo from " : "",
+			   sudo ? sudo : "");
 	else
 		doctor_set(d, NUPP_CHECK_USER, NUPP_CHECK_NOTE, 0, "uid %u, not root: the capabilities below decide",
 			   (unsigned)geteuid());
@@ -309,7 +309,7 @@ static int doctor_online_cpus(int *cpus, int max)
 	return n ? n : -ENOENT;
 }
 
-/* CPU CPU time of this thread, in seconds. */
+/* The CPU time of this thread, in seconds. */
 static double doctor_cputime(void)
 {
 	struct timespec ts;

@@ -118,24 +118,38 @@ static void why_add(struct why_unit *u, const struct nupp_sample_row *r)
 
 /* A sampled line: its file (a slice of a key), line and counts; sortable. */
 struct why_line {
+	const char *parent;  /* the frames that called it (a slice of a key) */
+	size_t parentlen;
 	const char *file;
 	size_t filelen;
 	int line;
 	struct why_unit u;
 };
 
-/* Orders lines by file, then line. */
+/* Orders slices a[0..al) and b[0..bl) bytewise, a prefix first. */
+static int why_cmp_slice(const char *a, size_t al, const char *b, size_t bl)
+{
+	int c = memcmp(a, b, al < bl ? al : bl);
+
+	return c ? c : al == bl ? 0 : al < bl ? -1 : 1;
+}
+
+/* Orders lines by their callers, then file, then line. */
 static int why_cmp_lines(const void *pa, const void *pb)
 {
 	const struct why_line *a = pa, *b = pb;
-	size_t n = a->filelen < b->filelen ? a->filelen : b->filelen;
-	int c = memcmp(a->file, b->file, n);
+	int c = why_cmp_slice(a->parent, a->parentlen, b->parent, b->parentlen);
 
-	if (c)
-		return c;
-	if (a->filelen != b->filelen)
-		return a->filelen < b->filelen ? -1 : 1;
-	return a->line - b->line;
+	if (!c)
+		c = why_cmp_slice(a->file, a->filelen, b->file, b->filelen);
+	return c ? c : a->line - b->line;
+}
+
+/* True if lines a and b have the same callers and file. */
+static bool why_same_group(const struct why_line *a, const struct why_line *b)
+{
+	return !why_cmp_slice(a->parent, a->parentlen, b->parent, b->parentlen) &&
+	       !why_cmp_slice(a->file, a->filelen, b->file, b->filelen);
 }
 
 /* Orders items by interpreted samples, then samples, then name. */
@@ -245,7 +259,7 @@ static int why_blocks(struct nupp_why *w, struct why_line *ln, size_t nl)
 		int first = 0, last = 0, pfirst = 0, plast = 0;
 		bool open = false, pending = false;
 
-		for (b = a; b < nl && ln[b].filelen == ln[a].filelen && !memcmp(ln[b].file, ln[a].file, ln[a].filelen); b++)
+		for (b = a; b < nl && why_same_group(&ln[b], &ln[a]); b++)
 			;
 		for (j = a; j < b; j++) {
 			const struct why_unit *u = &ln[j].u;
@@ -284,6 +298,53 @@ static int why_blocks(struct nupp_why *w, struct why_line *ln, size_t nl)
 			return -ENOMEM;
 		a = b;
 	}
+	return 0;
+}
+
+/* Orders items by file, then first line. */
+static int why_cmp_spans(const void *pa, const void *pb)
+{
+	const struct nupp_why_item *a = pa, *b = pb;
+	int c = strcmp(a->file, b->file);
+
+	return c ? c : a->first != b->first ? a->first - b->first : a->last - b->last;
+}
+
+/* Merges blocks of one file whose lines overlap (the same code reached from different
+ * callers, or a closure defined inside a loop's lines), summing their counts. */
+static int why_coalesce(struct nupp_why *w)
+{
+	size_t i, k = 0;
+
+	qsort(w->items, w->n, sizeof(*w->items), why_cmp_spans);
+	for (i = 0; i < w->n; i++) {
+		struct nupp_why_item *it = &w->items[i], *o = k ? &w->items[k - 1] : NULL;
+		int len;
+
+		if (!o || strcmp(o->file, it->file) || it->first > o->last) {
+			w->items[k++] = *it;
+			continue;
+		}
+		if (it->last > o->last)
+			o->last = it->last;
+		o->samples += it->samples;
+		o->compiled += it->compiled;
+		o->interpreted += it->interpreted;
+		o->ccode += it->ccode;
+		o->collecting += it->collecting;
+		o->compiling += it->compiling;
+		free(it->what);
+		free(it->file);
+		free(o->what);
+		len = o->first == o->last ? asprintf(&o->what, "%s:%d", o->file, o->first)
+					  : asprintf(&o->what, "%s:%d-%d", o->file, o->first, o->last);
+		if (len < 0) {
+			o->what = NULL;
+			w->n = k;
+			return -ENOMEM;
+		}
+	}
+	w->n = k;
 	return 0;
 }
 
@@ -497,7 +558,10 @@ int nupp_why_compute(const struct nupp_profile *p, const struct nupp_why_opts *o
 		for (m = w->opts.lines ? 0 : k; m <= k; m++) {
 			if (!fr[m].lua || (w->opts.lines && !fr[m].line))
 				continue;
-			idx = nupp_strtab_get(&units, fr[m].s, fr[m].len, true);
+			/* A line is keyed with its callers (the stack up to it): the same line run
+			 * from another function (a closure defined on it) is another unit. */
+			idx = w->opts.lines ? nupp_strtab_get(&units, row->stack, (size_t)(fr[m].s + fr[m].len - row->stack), true)
+					    : nupp_strtab_get(&units, fr[m].s, fr[m].len, true);
 			if (idx < 0)
 				goto out;
 			if ((size_t)idx >= ucap) {
@@ -524,13 +588,18 @@ int nupp_why_compute(const struct nupp_profile *p, const struct nupp_why_opts *o
 		if (!ln)
 			goto out;
 		for (i = 0; i < units.n; i++) {
-			why_frames(units.keys[i], fr, 1);
-			ln[i].file = units.keys[i];
-			ln[i].filelen = fr[0].modlen;
-			ln[i].line = fr[0].line;
+			const struct why_frame *last;
+
+			n = why_frames(units.keys[i], fr, WHY_MAX_FRAMES);
+			last = &fr[n - 1];
+			ln[i].parent = units.keys[i];
+			ln[i].parentlen = n > 1 ? (size_t)(last->s - units.keys[i] - 1) : 0;
+			ln[i].file = last->s;
+			ln[i].filelen = last->modlen;
+			ln[i].line = last->line;
 			ln[i].u = u[i];
 		}
-		if (why_blocks(w, ln, units.n))
+		if (why_blocks(w, ln, units.n) || why_coalesce(w))
 			goto out;
 	} else {
 		for (i = 0; i < units.n; i++) {

@@ -2,9 +2,11 @@
  * rows that explain it. The two channels meet only by source location, so the join is
  * by location:
  *  - a profile recorded with --lines names each Lua frame by its current line. Hot
- *    interpreted code is grouped into blocks: runs of sampled lines of one file, each
- *    line no more compiled than interpreted, at most 3 lines apart (a blacklisted loop
- *    runs wholly interpreted, so its body is one block; a compiled neighbour ends it).
+ *    interpreted code is grouped into blocks: runs of sampled lines of one file reached
+ *    from the same callers, each line no more compiled than interpreted, at most 3
+ *    lines apart (a blacklisted loop runs wholly interpreted, so its body is one block;
+ *    a compiled neighbour ends it); blocks of one file that overlap are merged (the
+ *    same code from other callers, a closure defined on the loop's lines).
  *    An abort row joins a block when its line is within the block (or the line just
  *    before or after it: a loop's or function's header and end); when its line is a
  *    frame called from the block in some sample (the trace aborted in a callee); or

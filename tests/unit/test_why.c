@@ -121,6 +121,34 @@ START_TEST(a_blacklisted_loop_is_named_with_its_share_and_reason)
 }
 END_TEST
 
+/* The closure defined on the loop's line 12 runs there too, in its own frame, and gets
+ * compiled: its compiled samples on line 12 are another function's and do not split the
+ * loop's block (lines are keyed with their callers). */
+START_TEST(a_compiled_closure_on_the_loop_line_does_not_split_the_loop)
+{
+	struct nupp_why_opts o = { .sz = sizeof(o), .lines = true };
+	struct nupp_profile p;
+	struct nupp_why *w;
+
+	prof_init(&p);
+	add(&p, "pmain;bl.lua:21;bl.lua:12", 0, 29, 0, 358, 0);
+	add(&p, "pmain;bl.lua:21;bl.lua:13", 0, 216, 0, 0, 0);
+	add(&p, "pmain;bl.lua:21;bl.lua:11", 0, 11, 0, 0, 0);
+	add(&p, "pmain;bl.lua:21;bl.lua:13;bl.lua:12", 90, 10, 0, 0, 0);
+	add(&p, "pmain;bl.lua:21;bl.lua:4", 82, 0, 0, 0, 0);
+	abort_row(&p, NUPP_SEV_BLACKLIST, "NYI: bytecode FNEW", "bl.lua:12", 1);
+	ck_assert_int_eq(nupp_why_compute(&p, &o, &w), 0);
+	ck_assert_uint_eq(w->n, 1);
+	ck_assert_str_eq(w->items[0].what, "bl.lua:11-13");
+	ck_assert_uint_eq(w->items[0].samples, 614); /* the loop's own lines; the closure is compiled */
+	ck_assert_uint_eq(w->items[0].compiled, 0);
+	ck_assert_uint_eq(w->items[0].inclusive, 714); /* with the closure it calls */
+	ck_assert_uint_eq(w->items[0].naborts, 1);
+	nupp_why_free(w);
+	prof_free(&p);
+}
+END_TEST
+
 /* The same program recorded without --lines: functions, joined with the aborts of their file. */
 START_TEST(without_lines_functions_are_joined_by_file)
 {
@@ -325,6 +353,7 @@ START_TEST(json_has_every_item_and_join)
 END_TEST
 
 NUPP_CHECK_MAIN("why", 30, false, false, a_blacklisted_loop_is_named_with_its_share_and_reason,
+		a_compiled_closure_on_the_loop_line_does_not_split_the_loop,
 		without_lines_functions_are_joined_by_file, an_abort_in_a_called_function_explains_the_loop_too,
 		an_abort_at_the_start_of_the_function_joins_from_above,
 		nothing_to_explain_when_nothing_hot_ran_interpreted, interpreted_code_without_aborts_counted,
