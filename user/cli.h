@@ -2,6 +2,9 @@
 #ifndef NUPP_CLI_H
 #define NUPP_CLI_H
 
+#include <stdbool.h>
+#include <stdio.h>
+
 struct cli_cmd {
 	const char *name;
 	int (*fn)(int argc, char **argv);
@@ -13,15 +16,25 @@ extern int cli_verbose;
 /* Prints "Error: <message>" on stderr; the one error printer of the CLI. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+struct nupp_profile;
+
+/* Prints why hot code ran interpreted (report --why, record --why; user/cmd_why.c):
+ * text or JSON on f. 0, or 1 after printing the error. */
+int cli_why(const struct nupp_profile *p, bool json, FILE *f);
+
 /* Subcommands, one file each (user/cmd_<name>.c). */
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);
 int cmd_vms(int argc, char **argv);
+int cmd_doctor(int argc, char **argv);
+int cmd_diff(int argc, char **argv);
 
 /* The command table entries of the subcommands, in the order --help lists them. */
 #define CLI_CMDS                                                                                   \
 	{ "record", cmd_record, "sample Lua stacks and count JIT trace aborts of a process or command" }, \
 	{ "report", cmd_report, "render a saved profile: flame graph, speedscope, pprof, top table, ..." }, \
-	{ "vms", cmd_vms, "list the LuaJIT VMs of a process (g, layout, probes)" },
+	{ "diff", cmd_diff, "compare profiles; exit 1 on a regression beyond threshold and noise" },      \
+	{ "vms", cmd_vms, "list the LuaJIT VMs of a process (g, layout, probes)" },                    \
+	{ "doctor", cmd_doctor, "check what record needs here (privileges, kernel, a PID's LuaJIT)" },
 
 #endif /* NUPP_CLI_H */

@@ -37,12 +37,14 @@ struct record_opts {
 	const char *zone;
 	const char *root;
 	bool lines, quiet, aborts, include_benign, subprocesses;
+	bool why; /* --why: explain hot interpreted code at the end */
 	__u32 max_stacks;
 	pid_t pid;
 	char **cmd;
 };
 
 static volatile sig_atomic_t record_stop_sig;
+static bool record_started; /* recording began: a later failure is not doctor's business */
 
 /* Prints record's usage. */
 static void record_usage(FILE *f)
@@ -71,6 +73,8 @@ static void record_usage(FILE *f)
 		"      --max-stacks N     distinct stacks kept in the kernel (default 16384)\n"
 		"      --subprocesses     also profile every child process that runs our LuaJIT\n"
 		"                         (each process's rows carry its pid)\n"
+		"      --why              at the end, print the hottest code that ran interpreted and\n"
+		"                         the trace aborts that explain it (on stderr)\n"
 		"  -q, --quiet            print nothing but errors\n\n"
 		"EXAMPLES\n"
 		"  sudo nupp-bpf record -p $(pgrep -n luajit) -d 10 -o app.json\n"
@@ -114,7 +118,7 @@ static char record_format(const char *path)
 static int record_parse(int argc, char **argv, struct record_opts *o)
 {
 	enum { O_INTERVAL = 256, O_DEPTH, O_LINES, O_ZONE, O_ROOT, O_NOABORTS, O_BENIGN, O_ABORTS, O_MAXSTACKS,
-	       O_SUBPROC };
+	       O_SUBPROC, O_WHY };
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "frequency", required_argument, NULL, 'F' },
@@ -131,6 +135,7 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 		{ "max-stacks", required_argument, NULL, O_MAXSTACKS },
 		{ "subprocesses", no_argument, NULL, O_SUBPROC },
 		{ "quiet", no_argument, NULL, 'q' },
+		{ "why", no_argument, NULL, O_WHY },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -226,6 +231,9 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 			break;
 		case 'q':
 			o->quiet = true;
+			break;
+		case O_WHY:
+			o->why = true;
 			break;
 		case 'h':
 			record_usage(stdout);
@@ -499,7 +507,7 @@ static void record_warnings(const struct record_opts *o, struct nupp_session *se
 			"(--subprocesses follows it)\n", c);
 }
 
-int cmd_record(int argc, char **argv)
+static int record_run(int argc, char **argv)
 {
 	struct record_opts o = { .freq = 99, .depth = 64, .aborts = true };
 	struct nupp_session *ses = NULL;
@@ -586,6 +594,7 @@ int cmd_record(int argc, char **argv)
 		}
 		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	}
+	record_started = true;
 	if (!o.quiet)
 		fprintf(stderr, "nupp-bpf: recording %s %d at %d Hz%s; Ctrl-C to stop\n",
 			o.cmd ? "command, PID" : "PID", (int)pid, o.freq, o.aborts ? " with trace aborts" : "");
@@ -645,6 +654,8 @@ int cmd_record(int argc, char **argv)
 	ret = record_write(&o, &prof->meta, &prof->samples, &prof->aborts);
 	if (!ret && !o.quiet)
 		record_summary(&o, &prof->samples, &prof->aborts, prof->meta.duration_sec);
+	if (!ret && o.why)
+		ret = cli_why(prof, false, stderr);
 	if (cli_verbose) {
 		record_stats(nupp_session_sampler(ses), nupp_session_trace(ses));
 		fprintf(stderr, "nupp-bpf: target memory reads: %llu process_vm_readv calls, %.0f/s\n",
@@ -660,5 +671,16 @@ out:
 	nupp_session_close(ses);
 	free(cmdline);
 	free(target);
+	return ret;
+}
+
+/* Runs record; a failure before recording began points to doctor. */
+int cmd_record(int argc, char **argv)
+{
+	int ret = record_run(argc, argv);
+
+	if (ret == 1 && !record_started)
+		fprintf(stderr, "nupp-bpf: 'nupp-bpf doctor' (with -p PID for a running process) checks what "
+				"this machine, these privileges or the target lack\n");
 	return ret;
 }

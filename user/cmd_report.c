@@ -22,6 +22,7 @@ struct report_opts {
 	const char *zone, *root;
 	struct nupp_report_opts ro;
 	bool top_set;
+	bool why, json; /* --why: explain hot interpreted code (--json: as JSON) */
 };
 
 /* Prints report's usage. */
@@ -45,7 +46,9 @@ static void report_usage(FILE *f)
 		"      --lines            the table per source line (profiles recorded with --lines)\n"
 		"      --inverted         the flame graph as an icicle graph (roots at the top)\n"
 		"      --title TEXT       the flame graph's title (default: the profiled command)\n"
-		"      --min-width PX     merge flame-graph frames narrower than PX pixels (0.5)\n\n"
+		"      --min-width PX     merge flame-graph frames narrower than PX pixels (0.5)\n"
+		"      --why              print the hottest code that ran interpreted and the trace\n"
+		"                         aborts that explain it (--json: as JSON)\n\n"
 		"EXIT STATUS\n"
 		"  0 written; 1 an output could not be written (the others are); 2 bad usage or an\n"
 		"  input that is not a profile (the message names the file and the position).\n\n"
@@ -69,13 +72,14 @@ static bool report_int(const char *s, long lo, long hi, long *out)
 /* Parses report's options; 0, or the exit status (-1 = 0 after --help). */
 static int report_parse(int argc, char **argv, struct report_opts *o)
 {
-	enum { O_ZONE = 256, O_ROOT, O_TOP, O_LINES, O_INVERTED, O_TITLE, O_MINW };
+	enum { O_ZONE = 256, O_ROOT, O_TOP, O_LINES, O_INVERTED, O_TITLE, O_MINW, O_WHY, O_JSON };
 	static const struct option opts[] = {
 		{ "output", required_argument, NULL, 'o' },  { "format", required_argument, NULL, 'f' },
 		{ "zone", required_argument, NULL, O_ZONE }, { "root", required_argument, NULL, O_ROOT },
 		{ "top", required_argument, NULL, O_TOP },   { "lines", no_argument, NULL, O_LINES },
 		{ "inverted", no_argument, NULL, O_INVERTED }, { "title", required_argument, NULL, O_TITLE },
 		{ "min-width", required_argument, NULL, O_MINW }, { "help", no_argument, NULL, 'h' },
+		{ "why", no_argument, NULL, O_WHY }, { "json", no_argument, NULL, O_JSON },
 		{ 0 },
 	};
 	bool has_svg = false, has_top = false;
@@ -132,6 +136,12 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			}
 			break;
 		}
+		case O_WHY:
+			o->why = true;
+			break;
+		case O_JSON:
+			o->json = true;
+			break;
 		case 'h':
 			report_usage(stdout);
 			return -1;
@@ -159,7 +169,11 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 		has_svg |= fmt == NUPP_FMT_SVG;
 		has_top |= fmt == NUPP_FMT_TOP;
 	}
-	if (!o->noutputs && !o->top_set && o->format == NUPP_FMT_NONE)
+	if (o->json && !o->why) {
+		cli_error("--json applies to --why");
+		return 2;
+	}
+	if (!o->noutputs && !o->top_set && o->format == NUPP_FMT_NONE && !o->why)
 		o->top_set = true; /* the default: the table on stdout */
 	if (!o->noutputs && o->format) {
 		has_svg |= o->format == NUPP_FMT_SVG;
@@ -231,6 +245,8 @@ int cmd_report(int argc, char **argv)
 			cli_error("%s", nupp_errmsg());
 			failed++;
 		}
+	if (o.why)
+		failed += cli_why(&p, o.json, stdout);
 	if (o.top_set || (!o.noutputs && o.format == NUPP_FMT_TOP))
 		if (nupp_profile_write_file(&p, "-", NUPP_FMT_TOP, &o.ro)) {
 			cli_error("%s", nupp_errmsg());

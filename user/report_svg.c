@@ -52,6 +52,9 @@ struct svg {
 	char **texts;       /* the distinct abort texts, as A[] */
 	size_t ntexts;
 	int *frame_abort;   /* per tree frame id: index into texts, -1 */
+	const struct nupp_profile *base; /* a differential graph against this, or NULL */
+	double *delta;      /* per drawn frame: change of its share from base, in points */
+	double maxdelta;    /* the largest |delta| */
 };
 
 /* -- Text --------------------------------------------------------------------------- */
@@ -399,6 +402,79 @@ static int svg_layout(struct svg *sv)
 	return err;
 }
 
+/* -- Differential graphs -------------------------------------------------------------- */
+
+/* The change of each drawn frame's share of the samples from the same call path in
+ * sv->base (0 for merged frames), in percentage points. */
+static int svg_diff(struct svg *sv)
+{
+	struct nupp_rtree bt = { 0 };
+	long *path = NULL;
+	size_t i, cap = 0;
+	int err = nupp_rtree_build(&bt, &sv->base->samples);
+
+	sv->delta = calloc(sv->n ? sv->n : 1, sizeof(*sv->delta));
+	if (err || !sv->delta) {
+		nupp_rtree_free(&bt);
+		return -ENOMEM;
+	}
+	for (i = 0; i < sv->n; i++) {
+		const struct svg_frame *fr = &sv->fr[i];
+		size_t depth = 0;
+		long n, b = 0;
+		double now, before = 0;
+
+		if (fr->node < 0)
+			continue;
+		for (n = fr->node; n > 0; n = sv->t.nodes[n].parent) {
+			if (depth == cap) {
+				long *np = realloc(path, (cap = cap ? cap * 2 : 64) * sizeof(*np));
+
+				if (!np) {
+					err = -ENOMEM;
+					goto out;
+				}
+				path = np;
+			}
+			path[depth++] = n;
+		}
+		/* Walks the same frame names down BASE's tree from its root. */
+		while (depth && b >= 0) {
+			const char *name = sv->t.frames.names[sv->t.nodes[path[--depth]].frame];
+			long c;
+
+			for (c = bt.nodes[b].child; c >= 0 && strcmp(bt.frames.names[bt.nodes[c].frame], name); c = bt.nodes[c].next)
+				;
+			b = c;
+		}
+		if (b >= 0 && bt.total)
+			before = 100.0 * (double)bt.nodes[b].total / (double)bt.total;
+		now = sv->t.total ? 100.0 * (double)fr->n / (double)sv->t.total : 0;
+		sv->delta[i] = now - before;
+		if (fabs(sv->delta[i]) > sv->maxdelta)
+			sv->maxdelta = fabs(sv->delta[i]);
+	}
+out:
+	free(path);
+	nupp_rtree_free(&bt);
+	return err;
+}
+
+/* The fill of a frame whose share changed by delta points: red (grew) or blue (shrank),
+ * stronger with the change, light grey when it did not move. */
+static void svg_diff_color(const struct svg *sv, double delta, char *buf, size_t size)
+{
+	double a = sv->maxdelta > 0 ? fabs(delta) / sv->maxdelta : 0;
+	int light = (int)lround(235 * (1 - a));
+
+	if (fabs(delta) < 0.005)
+		snprintf(buf, size, "rgb(235,235,235)");
+	else if (delta > 0)
+		snprintf(buf, size, "rgb(255,%d,%d)", light, light);
+	else
+		snprintf(buf, size, "rgb(%d,%d,255)", light, light);
+}
+
 /* -- Writing ---------------------------------------------------------------------------- */
 
 /* The subtitle: rate, duration, samples, lost (and the filters applied). */
@@ -436,9 +512,14 @@ static void svg_head(struct svg *sv, FILE *f, int height, const char *title)
 		   "<svg version=\"1.1\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\" onload=\"init(evt)\" "
 		   "xmlns=\"http://www.w3.org/2000/svg\">\n",
 		SVG_WIDTH, height, SVG_WIDTH, height);
-	fprintf(f, "<!-- Flame graph by nupp-bpf %s. Frames are coloured by the VM state most of their samples "
-		   "were in; the strip at a frame's foot shows the split. -->\n",
-		nupp_version());
+	if (sv->base)
+		fprintf(f, "<!-- Differential flame graph by nupp-bpf %s: widths from NEW; each frame is red when "
+			   "its share of the samples grew from BASE, blue when it shrank. -->\n",
+			nupp_version());
+	else
+		fprintf(f, "<!-- Flame graph by nupp-bpf %s. Frames are coloured by the VM state most of their "
+			   "samples were in; the strip at a frame's foot shows the split. -->\n",
+			nupp_version());
 	fprintf(f, "<style>\n"
 		   "text { font-family: Verdana, \"DejaVu Sans\", sans-serif; font-size: %dpx; fill: #000; }\n"
 		   "#title { font-size: 17px; text-anchor: middle; }\n"
@@ -467,9 +548,18 @@ static void svg_head(struct svg *sv, FILE *f, int height, const char *title)
 	svg_xml(f, sub ? sub : "");
 	free(sub);
 	fputs("</text>\n", f);
-	/* The legend: each state's colour and its share of all samples. */
+	/* The legend: each state's colour and its share of all samples (for a differential
+	 * graph: what red and blue mean). */
 	fputs("<g id=\"legend\">", f);
-	for (k = 0, x = 170; k < NUPP_RS__MAX; k++, x += 150) {
+	if (sv->base) {
+		svg_diff_color(sv, sv->maxdelta, c, sizeof(c));
+		fprintf(f, "<rect x=\"170\" y=\"58\" width=\"14\" height=\"14\" fill=\"%s\"/><text x=\"189\" y=\"70\">"
+			   "share of the samples grew</text>", c);
+		svg_diff_color(sv, -sv->maxdelta, c, sizeof(c));
+		fprintf(f, "<rect x=\"420\" y=\"58\" width=\"14\" height=\"14\" fill=\"%s\"/><text x=\"439\" y=\"70\">"
+			   "shrank, from BASE (full colour: %.1f points); widths from NEW</text>", c, sv->maxdelta);
+	}
+	for (k = 0, x = 170; !sv->base && k < NUPP_RS__MAX; k++, x += 150) {
 		__u64 n = sv->t.nodes[0].state[k];
 
 		svg_color(k, "", c, sizeof(c));
@@ -501,7 +591,10 @@ static void svg_frame_el(struct svg *sv, FILE *f, const struct svg_frame *fr)
 	__u64 before = 0;
 
 	y = SVG_TOP + (double)(sv->inverted ? fr->depth : sv->maxdepth - fr->depth) * SVG_FH;
-	svg_color(dom, fr->name, fill, sizeof(fill));
+	if (sv->base)
+		svg_diff_color(sv, sv->delta[fr - sv->fr], fill, sizeof(fill));
+	else
+		svg_color(dom, fr->name, fill, sizeof(fill));
 	fprintf(f, "<g class=\"%s\" data-vm=\"%s\"><rect x=\"%.2f\" y=\"%.1f\" width=\"%.2f\" height=\"%d\" "
 		   "fill=\"%s\" data-fill=\"%s\" rx=\"2\"/><text x=\"%.2f\" y=\"%.1f\">",
 		fr->node < 0 ? "f m" : "f", dom < NUPP_RS__MAX ? nupp_rstate_key(dom) : "unknown", x, y,
@@ -509,7 +602,7 @@ static void svg_frame_el(struct svg *sv, FILE *f, const struct svg_frame *fr)
 	svg_fit(fr->name, w, label, sizeof(label));
 	svg_xml(f, label);
 	fputs("</text>", f);
-	if (w >= 8 && fr->n && fr->state[dom < NUPP_RS__MAX ? dom : 0] * 200 < fr->n * 199) {
+	if (!sv->base && w >= 8 && fr->n && fr->state[dom < NUPP_RS__MAX ? dom : 0] * 200 < fr->n * 199) {
 		for (k = 0; k < NUPP_RS__MAX; k++) {
 			double sx = x + w * (double)before / (double)fr->n, sw = w * (double)fr->state[k] / (double)fr->n;
 
@@ -544,7 +637,14 @@ static void svg_data(struct svg *sv, FILE *f, int height)
 			fprintf(f, ",%llu", (unsigned long long)fr->state[k]);
 		fprintf(f, ",%llu,%d]", (unsigned long long)fr->self, fr->abort);
 	}
-	fputs("];\nvar A=[", f);
+	fputs("];\n", f);
+	if (sv->base) {
+		fputs("var D=[", f);
+		for (i = 0; i < sv->n; i++)
+			fprintf(f, "%s%.3f", i ? "," : "", sv->delta[i]);
+		fputs("];\n", f);
+	}
+	fputs("var A=[", f);
 	for (i = 0; i < sv->ntexts; i++) {
 		if (i)
 			fputc(',', f);
@@ -574,6 +674,10 @@ int nupp_write_svg(const struct nupp_profile *p, const struct nupp_report_opts *
 	sv.scale = sv.t.total ? (double)(SVG_WIDTH - 2 * SVG_PAD) / (double)sv.t.total : 0;
 	if (!err && sv.t.total)
 		err = svg_layout(&sv);
+	if (!err && o && o->sz >= offsetof(struct nupp_report_opts, diff_base) + sizeof(o->diff_base) && o->diff_base) {
+		sv.base = o->diff_base;
+		err = svg_diff(&sv);
+	}
 	if (err) {
 		err = nupp_fail(-ENOMEM, "out of memory");
 		goto out;
@@ -605,6 +709,7 @@ out:
 		free(sv.texts[i]);
 	free(sv.texts);
 	free(sv.frame_abort);
+	free(sv.delta);
 	nupp_rtree_free(&sv.t);
 	return err;
 }

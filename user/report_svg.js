@@ -25,6 +25,8 @@ function describe(i) {
   for (k = 0; k < 5; k++) if (f[4 + k]) s.push(M.states[k] + " " + pct(f[4 + k], f[2]));
   if (known < f[2]) s.push("state unknown " + pct(f[2] - known, f[2]));
   t += "\nVM states: " + s.join(", ");
+  if (typeof D !== "undefined")
+    t += "\nchange from BASE: " + (D[i] >= 0 ? "+" : "") + D[i].toFixed(2) + " points of the samples";
   if (f[10] >= 0) t += "\nJIT trace aborts:\n" + A[f[10]];
   return t;
 }

@@ -960,6 +960,7 @@ static struct nupp_profile *ses_profile(struct nupp_session *s, bool filter, int
 	p->meta.include_benign = s->o.include_benign;
 	p->meta.zone_filter = s->zone_filter;
 	p->meta.root = s->root;
+	p->meta.lines = s->o.lines;
 	return p;
 }
 

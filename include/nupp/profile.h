@@ -189,6 +189,10 @@ struct nupp_report_opts {
 	bool lines;         /* top table: per source line (needs a profile recorded with lines) */
 	const char *title;  /* SVG: the title (default: the profiled command) */
 	double min_width;   /* SVG: frames narrower than this many pixels are merged (0.5) */
+	const struct nupp_profile *diff_base; /* SVG: a differential flame graph against this
+					       * BASE: widths from the profile drawn, each frame
+					       * coloured by the change of its share of the samples
+					       * (red grew, blue shrank) */
 };
 
 /* Writes p in format fmt to f. 0 or -errno (nupp_errmsg() says why). */

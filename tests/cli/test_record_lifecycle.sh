@@ -19,6 +19,17 @@ wait_recording() {
   cat "$1" >&2; fail "record did not start within 60 s"
 }
 
+# Waits until the background target $1 has exec'ed our LuaJIT (bash forks first: a
+# record -p started before the exec finds no LuaJIT in the process, and says so).
+wait_luajit() {
+  local i
+  for i in $(seq 300); do
+    grep -q 'luajit' "/proc/$1/maps" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "target $1 did not start LuaJIT within 30 s"
+}
+
 # Checks a nupp profile: JSON with version 1, samples > 0, every stack well formed.
 check_json() {
   python3 - "$1" "$2" <<'PY'
@@ -40,7 +51,7 @@ PY
 
 # 1. -p PID with a duration: the file is written when the duration ends.
 "$NUPP_LUAJIT" "$TMP/busy.lua" 30 & target=$!
-sleep 0.3
+wait_luajit "$target"
 "$NUPP_BPF" record -q -F 199 -d 1 -o "$TMP/d.json" -p "$target"
 check_json "$TMP/d.json" "$target"
 kill -0 "$target" || fail "record -p must not stop the target"
@@ -58,6 +69,7 @@ kill "$target"; wait "$target" 2>/dev/null || true
 
 # 3. A target that exits mid-record (-p): the file is written.
 "$NUPP_LUAJIT" "$TMP/busy.lua" 30 & target=$!
+wait_luajit "$target"
 "$NUPP_BPF" record -F 199 -o "$TMP/exit.folded" -p "$target" 2>"$TMP/exit.err" & rec=$!
 wait_recording "$TMP/exit.err"
 kill "$target"
