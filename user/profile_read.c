@@ -463,8 +463,12 @@ static int pread_collapsed(struct pread *r, const char *buf, size_t len)
 		if (le > line && le[-1] == '\r')
 			le--;
 		snprintf(where, sizeof(where), "line %zu", lineno);
-		if (le == line) {
-			line = nl ? nl + 1 : end;
+		const char *q = line;
+
+		while (q < le && (*q == ' ' || *q == '\t'))
+			q++;
+		if (q == le) {
+			line = nl ? nl + 1 : end; /* a blank line */
 			continue;
 		}
 		if (memchr(line, 0, (size_t)(le - line)))
