@@ -507,8 +507,9 @@ static int pread_collapsed(struct pread *r, const char *buf, size_t len)
 
 /* -- Entry points ----------------------------------------------------------------- */
 
-/* Reads a profile, JSON or collapsed by its first non-blank byte, from buf[0..len). */
-static int pread_buf(const char *buf, size_t len, const char *name, struct nupp_profile *p)
+/* Reads a profile from buf[0..len): JSON or collapsed by its first non-blank byte, or
+ * collapsed stacks whatever it starts with. */
+static int pread_buf(const char *buf, size_t len, const char *name, struct nupp_profile *p, bool collapsed)
 {
 	struct pread r = { .name = name, .p = p };
 	size_t i = 0;
@@ -521,7 +522,7 @@ static int pread_buf(const char *buf, size_t len, const char *name, struct nupp_
 	p->meta_store = r.st;
 	while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r'))
 		i++;
-	if (i < len && buf[i] == '{') {
+	if (!collapsed && i < len && buf[i] == '{') {
 		json_error_t jerr;
 		json_t *doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 
@@ -534,8 +535,10 @@ static int pread_buf(const char *buf, size_t len, const char *name, struct nupp_
 		}
 	} else {
 		err = pread_collapsed(&r, buf, len);
-		if (!err && !p->samples.n && i == len)
-			err = nupp_fail(-EINVAL, "%s: empty: neither a nupp profile nor collapsed stacks", name);
+		if (!err && !p->samples.n)
+			err = nupp_fail(-EINVAL, "%s: %s", name,
+					i == len ? "empty: neither a nupp profile nor collapsed stacks"
+						 : "no stack with a sample in these collapsed stacks");
 	}
 	free(r.hash);
 	if (err == -ENOMEM)
@@ -586,7 +589,7 @@ int nupp_profile_read(FILE *f, const char *name, struct nupp_profile *p)
 
 	if (err)
 		return nupp_fail(err, "cannot read %s: %s", name, strerror(-err));
-	err = pread_buf(buf, len, name, p);
+	err = pread_buf(buf, len, name, p, false);
 	free(buf);
 	return err;
 }
@@ -607,8 +610,14 @@ int nupp_profile_read_file(const char *path, struct nupp_profile *p)
 	return err;
 }
 
-/* Reads from memory (the fuzz targets' entry). */
+/* Reads from memory. */
 int nupp_profile_read_mem(const void *buf, size_t len, const char *name, struct nupp_profile *p)
 {
-	return pread_buf(buf, len, name, p);
+	return pread_buf(buf, len, name, p, false);
+}
+
+/* Reads collapsed stacks from memory, whatever the first byte. */
+int nupp_rread_collapsed(const void *buf, size_t len, const char *name, struct nupp_profile *p)
+{
+	return pread_buf(buf, len, name, p, true);
 }
