@@ -217,6 +217,11 @@ int cmd_report(int argc, char **argv)
 		cli_error("%s", nupp_errmsg());
 		return err == -ENOMEM ? 1 : 2;
 	}
+	if (o.ro.lines && !p.meta.lines) {
+		cli_error("%s names functions, not source lines: record it with --lines for a table per line", o.input);
+		nupp_profile_free(&p);
+		return 2;
+	}
 	if (report_filter(&p, &o)) {
 		nupp_profile_free(&p);
 		return 1;
