@@ -7,6 +7,7 @@
 
 #include "nupp/trace_abi.h"
 #include "nupp/severity.h"
+#include "nupp/lj_layout.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -27,13 +28,14 @@ struct {
 	__type(value, __u64);
 } aborts SEC(".maps");
 
-/* tgid -> address of the process's current zone-path id (u32); absent or 0: none. */
+/* tgid -> address of the process's luajit_bpf_vmlist, whose zone[i] is the current zone
+ * path id of the VM in slot i (nupp.zone writes it; include/nupp/lj_layout.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
 	__type(key, __u32);
 	__type(value, __u64);
-} zone_addrs SEC(".maps");
+} vmlists SEC(".maps");
 
 /* tid -> the trace_blacklist event that the same thread's next trace_abort completes. */
 struct {
@@ -47,6 +49,7 @@ struct {
 struct nupp_trace_scratch {
 	struct nupp_trace_key key;
 	struct nupp_lj_usdt_abort ab;
+	__u64 vmg[NUPP_LJ_VMLIST_MAX]; /* the g[] of the process's luajit_bpf_vmlist */
 };
 
 struct {
@@ -86,6 +89,29 @@ static __always_inline void trace_copy_loc(struct nupp_trace_loc *l, const struc
 		return;
 	}
 	trace_copy_name(l, u->name, u->namelen);
+}
+
+/* The zone id open in VM g of the process whose luajit_bpf_vmlist is at vl: the slot
+ * of g, then its zone[] entry; 0 when g has no slot or a read fails (counted). */
+static __always_inline __u32 trace_zone(__u64 vl, __u64 g, struct nupp_trace_scratch *s)
+{
+	__u32 i, zone = 0;
+
+	if (bpf_probe_read_user(s->vmg, sizeof(s->vmg), (void *)(vl + __builtin_offsetof(struct nupp_lj_vmlist, g)))) {
+		__sync_fetch_and_add(&counters.zone_faults, 1);
+		return 0;
+	}
+	for (i = 0; i < NUPP_LJ_VMLIST_MAX; i++)
+		if (s->vmg[i] == g)
+			break;
+	if (i == NUPP_LJ_VMLIST_MAX)
+		return 0;
+	if (bpf_probe_read_user(&zone, sizeof(zone),
+				(void *)(vl + __builtin_offsetof(struct nupp_lj_vmlist, zone) + i * sizeof(__u32)))) {
+		__sync_fetch_and_add(&counters.zone_faults, 1);
+		return 0;
+	}
+	return zone;
 }
 
 /* Adds one to the row of key; a full map is counted, never silent. */
@@ -183,11 +209,9 @@ int BPF_USDT(trace_abort, __u64 g, __u32 traceno, __s32 err, __s32 info, __u32 a
 	k->tgid = tgid;
 	k->err = err;
 	k->severity = sev;
-	zaddr = bpf_map_lookup_elem(&zone_addrs, &tgid);
-	if (zaddr && *zaddr && bpf_probe_read_user(&k->zone, sizeof(k->zone), (void *)*zaddr)) {
-		k->zone = 0;
-		__sync_fetch_and_add(&counters.zone_faults, 1);
-	}
+	zaddr = bpf_map_lookup_elem(&vmlists, &tgid);
+	if (zaddr && *zaddr)
+		k->zone = trace_zone(*zaddr, g, s);
 	if (bpf_probe_read_user(&s->ab, sizeof(s->ab), (void *)abp)) {
 		/* No location or info: counted as a row with an empty location. */
 		__sync_fetch_and_add(&counters.read_faults, 1);

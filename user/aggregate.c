@@ -57,7 +57,8 @@ int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char 
 	size_t i;
 
 	for (i = s->n; i-- > 0;)
-		if (strcmp(s->rows[i].stack, stack) == 0 && strcmp(s->rows[i].zone_path, zone) == 0) {
+		if (s->rows[i].pid == c->pid && strcmp(s->rows[i].stack, stack) == 0 &&
+		    strcmp(s->rows[i].zone_path, zone) == 0) {
 			r = &s->rows[i];
 			break;
 		}
@@ -66,6 +67,7 @@ int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char 
 			return -ENOMEM;
 		r = &s->rows[s->n];
 		memset(r, 0, sizeof(*r));
+		r->pid = c->pid;
 		r->zone_path = strdup(zone);
 		r->stack = strdup(stack);
 		if (!r->zone_path || !r->stack) {
@@ -93,6 +95,8 @@ static int agg_cmp_sample(const void *a, const void *b)
 
 	if (x->count != y->count)
 		return x->count > y->count ? -1 : 1;
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
 	c = strcmp(x->zone_path, y->zone_path);
 	return c ? c : strcmp(x->stack, y->stack);
 }

@@ -25,7 +25,7 @@
 #include "nupp/trace.h"
 #include "cli.h"
 
-#define RECORD_DRAIN_MS 200 /* symbolize while the target is alive, at this period */
+#define RECORD_DRAIN_MS 200 /* name frames while the target is alive, at this period */
 
 #define RECORD_MAX_OUTPUTS 8
 
@@ -41,7 +41,7 @@ struct record_opts {
 	const char *aborts_csv;
 	const char *zone;
 	const char *root;
-	bool lines, quiet, aborts, include_benign;
+	bool lines, quiet, aborts, include_benign, subprocesses;
 	__u32 max_stacks;
 	pid_t pid;
 	char **cmd;
@@ -82,11 +82,14 @@ static void record_usage(FILE *f)
 		"      --include-benign   also count aborts that are ordinary trace formation\n"
 		"      --aborts FILE.csv  write the abort table as CSV (RFC 4180)\n"
 		"      --max-stacks N     distinct stacks kept in the kernel (default 16384)\n"
+		"      --subprocesses     also profile every child process that runs our LuaJIT\n"
+		"                         (each process's rows carry its pid)\n"
 		"  -q, --quiet            print nothing but errors (no status line, no summary)\n\n"
 		"Each output is written to a temporary file renamed into place: one that fails is\n"
 		"named with the cause, the others are still written, and the exit status is 1.\n"
 		"While recording on a terminal, a status line on stderr shows the elapsed time,\n"
-		"samples, lost samples and trace aborts. A second Ctrl-C exits at once.\n\n"
+		"samples, lost samples and trace aborts. The outputs are written before waiting\n"
+		"for the command to exit; a second Ctrl-C then stops it and exits 0.\n\n"
 		"EXAMPLES\n"
 		"  sudo nupp-bpf record -p $(pgrep -n luajit) -d 10 -o app.json\n"
 		"  sudo nupp-bpf record -o app.svg -o app.json --top 15 -- build/luajit/bin/luajit app.lua\n"
@@ -122,7 +125,7 @@ static enum nupp_format record_format(const struct record_opts *o, const char *p
 static int record_parse(int argc, char **argv, struct record_opts *o)
 {
 	enum { O_INTERVAL = 256, O_DEPTH, O_LINES, O_ZONE, O_ROOT, O_NOABORTS, O_BENIGN, O_ABORTS, O_MAXSTACKS,
-	       O_TOP, O_FULLNAMES };
+	       O_SUBPROC, O_TOP, O_FULLNAMES };
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "frequency", required_argument, NULL, 'F' },
@@ -137,6 +140,7 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 		{ "include-benign", no_argument, NULL, O_BENIGN },
 		{ "aborts", required_argument, NULL, O_ABORTS },
 		{ "max-stacks", required_argument, NULL, O_MAXSTACKS },
+		{ "subprocesses", no_argument, NULL, O_SUBPROC },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "format", required_argument, NULL, 'f' },
 		{ "top", required_argument, NULL, O_TOP },
@@ -249,6 +253,9 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 			}
 			o->max_stacks = (__u32)v;
 			break;
+		case O_SUBPROC:
+			o->subprocesses = true;
+			break;
 		case 'q':
 			o->quiet = true;
 			break;
@@ -296,42 +303,19 @@ static int record_check_output(const char *path)
 	return 0;
 }
 
-/* Reports the capabilities the profile needs and this process lacks; 0 if none. */
+/* Reports what the profile needs and this process lacks (capabilities, BTF); 0 if none. */
 static int record_check_privileges(void)
 {
-	static const struct {
-		int bit;
-		const char *name;
-	} caps[] = { { 39, "CAP_BPF" }, { 38, "CAP_PERFMON" }, { 19, "CAP_SYS_PTRACE" } };
-	unsigned long long eff = 0;
-	char line[256], missing[128] = "";
-	FILE *f = fopen("/proc/self/status", "re");
-	size_t i;
+	char why[512];
 
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %llx", &eff) == 1)
-			break;
-	if (f)
-		fclose(f);
-	for (i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
-		if (!(eff & (1ULL << caps[i].bit)))
-			snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s",
-				 missing[0] ? ", " : "", caps[i].name);
-	if (missing[0]) {
-		cli_error("cannot profile: missing %s (run with sudo, or grant CAP_BPF, CAP_PERFMON and "
-			  "CAP_SYS_PTRACE)", missing);
-		return 1;
-	}
-	if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
-		cli_error("cannot profile: this kernel has no BTF (/sys/kernel/btf/vmlinux): nupp-bpf needs a "
-			  "kernel built with CONFIG_DEBUG_INFO_BTF=y");
-		return 1;
-	}
-	return 0;
+	if (nupp_available(-1, why, sizeof(why)) == 0)
+		return 0;
+	cli_error("cannot profile: %s", why);
+	return 1;
 }
 
-/* Signal handler: first Ctrl-C / SIGTERM asks to stop and write; a second Ctrl-C exits,
- * with status 0 once the outputs are written. */
+/* Signal handler: first Ctrl-C / SIGTERM asks to stop and write; a second Ctrl-C exits
+ * (and interrupts the command), with status 0 once the outputs are written. */
 static void record_on_signal(int sig)
 {
 	if (record_stop_sig && sig == SIGINT) {
@@ -465,22 +449,28 @@ static const char *record_cwd(void)
 
 /* The status line on stderr while recording on a terminal: elapsed, samples, lost,
  * aborts; rewritten in place (and cleared with done). */
-static void record_status(const struct nupp_sample_set *raw, struct nupp_trace *tr, double secs, bool done)
+static void record_status(struct nupp_session *ses, double secs, bool done)
 {
 	struct nupp_trace_counters tc = { 0 };
-	__u64 lost = 0;
-	int i;
+	struct nupp_trace *tr = nupp_session_trace(ses);
+	unsigned long long t[9] = { 0 }, lost = 0;
+	struct nupp_profile *p;
+	int i, err;
 
 	if (done) {
 		fputs("\r\033[K", stderr);
 		return;
 	}
-	for (i = 0; i < NUPP_LOST__MAX; i++)
-		lost += raw->lost[i];
+	p = nupp_session_snapshot(ses, &err);
+	if (p) {
+		nupp_profile_totals(p, t);
+		nupp_session_profile_free(p);
+	}
+	for (i = 3; i < 9; i++)
+		lost += t[i];
 	if (tr)
 		nupp_trace_counters(tr, &tc);
-	fprintf(stderr, "\r\033[Knupp-bpf: %.0f s, %llu samples, %llu lost", secs, (unsigned long long)raw->samples,
-		(unsigned long long)lost);
+	fprintf(stderr, "\r\033[Knupp-bpf: %.0f s, %llu samples, %llu lost", secs, t[0], lost);
 	if (tr)
 		fprintf(stderr, ", %llu trace aborts", (unsigned long long)tc.total_aborts);
 	fputs(" (Ctrl-C to stop)", stderr);
@@ -491,7 +481,7 @@ static void record_status(const struct nupp_sample_set *raw, struct nupp_trace *
 static void record_summary(const struct record_opts *o, const struct nupp_sample_set *set,
 			   const struct nupp_abort_set *ab, double secs, const bool *failed)
 {
-	char lost[256] = "";
+	char lost[256] = "", files[1024] = "", bad[1024] = "";
 	__u64 total = 0;
 	int i;
 
@@ -501,8 +491,6 @@ static void record_summary(const struct record_opts *o, const struct nupp_sample
 			snprintf(lost + strlen(lost), sizeof(lost) - strlen(lost), "%s%s %llu", lost[0] ? ", " : "",
 				 nupp_lost_name(i), (unsigned long long)set->lost[i]);
 	}
-	char files[1024] = "", bad[1024] = "";
-
 	for (i = 0; i < o->noutputs; i++) {
 		char *buf = failed[i] ? bad : files;
 
@@ -545,97 +533,88 @@ static void record_stats(struct nupp_sampler *smp, struct nupp_trace *tr)
 		tcnt ? (double)tns / tcnt : 0.0, (unsigned long long)pcnt, pcnt ? (double)pns / pcnt : 0.0);
 }
 
-/* Finds the ELF object with our probes for the target; 0 or 1 after the error. */
-static int record_binary(const struct record_opts *o, char *bin, size_t size)
+/* Prints the warnings of a finished session: children not followed. */
+static void record_warnings(const struct record_opts *o, struct nupp_session *ses)
 {
-	struct nupp_vm vm;
-	int n;
+	const char *c;
+	int i;
 
-	if (o->cmd) {
-		int err = nupp_vm_binary_for_exe(o->cmd[0], bin, size);
-
-		if (err == -ENOEXEC) {
-			/* Not LuaJIT: run it all the same (its status is passed on); nothing to sample. */
-			if (!o->quiet)
-				fprintf(stderr, "nupp-bpf: warning: %s; running it unprofiled\n", nupp_errmsg());
-			bin[0] = 0;
-			return 0;
-		}
-		if (err) {
-			cli_error("cannot profile %s: %s", o->cmd[0], nupp_errmsg());
-			return 1;
-		}
-		return 0;
-	}
-	n = nupp_vm_find(o->pid, &vm, 1);
-	if (n < 0) {
-		cli_error("cannot profile PID %d: %s", (int)o->pid, nupp_errmsg());
-		return 1;
-	}
-	if (n == 0) {
-		cli_error("cannot profile PID %d: it runs our LuaJIT but has no Lua VM open (yet)", (int)o->pid);
-		return 1;
-	}
-	snprintf(bin, size, "%s", vm.path);
-	return 0;
+	if (o->quiet)
+		return;
+	for (i = 0; (c = nupp_session_unfollowed(ses, i)); i++)
+		fprintf(stderr, "nupp-bpf: warning: child process %s ran our LuaJIT and was not followed "
+			"(--subprocesses follows it)\n", c);
 }
 
 int cmd_record(int argc, char **argv)
 {
 	struct record_opts o = { .freq = 99, .depth = 64, .aborts = true };
-	struct nupp_sample_set raw = { 0 }, set = { 0 };
-	struct nupp_abort_set ab = { 0 };
-	struct nupp_sampler *smp = NULL;
-	struct nupp_trace *tr = NULL;
-	char bin[PATH_MAX], *cmdline = NULL, *target = NULL;
-	int ret = 1, err = 0, gate = -1, pidfd = -1, status = 0;
+	struct nupp_session *ses = NULL;
+	struct nupp_profile *prof = NULL;
+	char *cmdline = NULL, *target = NULL;
+	int ret = 1, err = 0, gate = -1, pidfd = -1, status = 0, i;
 	bool child_done = false, killed_by_us = false, to_stdout = false, status_line;
 	bool failed[RECORD_MAX_OUTPUTS + 1] = { 0 };
-	double t0, next_drain, next_status;
+	double t0, next_status;
 	pid_t pid;
 
 	ret = record_parse(argc, argv, &o);
 	if (ret)
 		return ret < 0 ? 0 : ret;
 	ret = 1;
+	/* Before the slow part (loading BPF): a Ctrl-C then stops right after the attach. */
+	record_signals();
 	if (record_check_privileges())
 		return 1;
-	for (err = 0; err < o.noutputs; err++) {
-		if (record_check_output(o.outputs[err]))
+	for (i = 0; i < o.noutputs; i++) {
+		if (record_check_output(o.outputs[i]))
 			return 1;
-		to_stdout |= strcmp(o.outputs[err], "-") == 0;
+		to_stdout |= strcmp(o.outputs[i], "-") == 0;
 	}
-	err = 0;
 	if (record_check_output(o.aborts_csv))
 		return 1;
 	if (o.pid && kill(o.pid, 0) && errno == ESRCH) {
 		cli_error("cannot profile PID %d: no such process", (int)o.pid);
 		return 1;
 	}
-	if (record_binary(&o, bin, sizeof(bin)))
-		return 1;
+	if (o.pid) {
+		struct nupp_vm vm;
+		int n = nupp_vm_find(o.pid, &vm, 1);
 
+		if (n <= 0) {
+			cli_error("cannot profile PID %d: %s", (int)o.pid,
+				  n < 0 ? nupp_errmsg() : "it runs our LuaJIT but has no Lua VM open (yet)");
+			return 1;
+		}
+	} else {
+		char bin[PATH_MAX];
+
+		err = nupp_vm_binary_for_exe(o.cmd[0], bin, sizeof(bin));
+		if (err && err != -ENOEXEC) {
+			cli_error("cannot profile %s: %s", o.cmd[0], nupp_errmsg());
+			return 1;
+		}
+		/* Not LuaJIT (a wrapper, env, sh -c): followed until it execs our LuaJIT. */
+		if (err == -ENOEXEC && !o.quiet)
+			fprintf(stderr, "nupp-bpf: %s; following it until it runs our LuaJIT\n", nupp_errmsg());
+		target = record_join(argc - optind, argv + optind);
+	}
+	cmdline = record_join(argc, argv);
 	{
-		struct nupp_sampler_opts so = { .sz = sizeof(so), .freq_hz = o.freq, .depth = o.depth,
-						.lines = o.lines, .max_stacks = o.max_stacks,
-						.full_filenames = o.full_filenames };
+		struct nupp_session_opts so = {
+			.sz = sizeof(so), .samples = true, .aborts = o.aborts, .freq_hz = o.freq, .depth = o.depth,
+			.lines = o.lines, .include_benign = o.include_benign, .max_stacks = o.max_stacks,
+			.zone_filter = o.zone, .root = o.root, .drain_ms = RECORD_DRAIN_MS,
+			.subprocesses = o.subprocesses, .command = cmdline, .target = target,
+			.full_filenames = o.full_filenames,
+		};
 
-		smp = nupp_sampler_open(&so, &err);
-		if (!smp) {
-			cli_error("cannot start the sampler: %s", nupp_errmsg());
+		ses = nupp_session_open(&so, &err);
+		if (!ses) {
+			cli_error("cannot start profiling: %s", nupp_errmsg());
 			goto out;
 		}
 	}
-	if (o.aborts) {
-		struct nupp_trace_opts to = { .sz = sizeof(to), .include_benign = o.include_benign };
-
-		tr = nupp_trace_open(&to, &err);
-		if (!tr) {
-			cli_error("cannot start the trace-abort channel: %s", nupp_errmsg());
-			goto out;
-		}
-	}
-	record_signals();
 	if (o.cmd) {
 		pid = record_spawn(o.cmd, &gate, to_stdout);
 		record_child = pid;
@@ -643,37 +622,27 @@ int cmd_record(int argc, char **argv)
 			cli_error("cannot start %s: %s", o.cmd[0], strerror(errno));
 			goto out;
 		}
-		err = bin[0] ? nupp_sampler_watch(smp, bin, pid) : 0;
-		if (!err && tr && bin[0])
-			err = nupp_trace_attach(tr, bin, pid);
-		/* The child has not exec'ed yet: no VM in its maps (-ENOENT) is expected, and
-		 * luajit:vm_open (watched above) reports the VM as it opens. */
-		if (!err && (err = nupp_sampler_add_pid(smp, pid)) == -ENOENT)
-			err = 0;
+		err = nupp_session_attach_spawned(ses, pid, o.cmd[0]);
 		if (err) {
-			cli_error("cannot attach to %s: %s", bin, nupp_errmsg());
+			cli_error("cannot attach to %s: %s", o.cmd[0], nupp_errmsg());
 			close(gate); /* the child exits without running */
 			waitpid(pid, NULL, 0);
 			goto out;
 		}
-		target = record_join(argc - optind, argv + optind);
 	} else {
 		pid = o.pid;
-		err = nupp_sampler_add_pid(smp, pid);
-		if (!err && tr)
-			err = nupp_trace_attach(tr, bin, pid);
+		err = nupp_session_attach(ses, pid);
 		if (err) {
 			cli_error("cannot attach to PID %d: %s", (int)pid, nupp_errmsg());
 			goto out;
 		}
 		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	}
-	cmdline = record_join(argc, argv);
 	if (!o.quiet)
 		fprintf(stderr, "nupp-bpf: recording %s %d at %d Hz%s; Ctrl-C to stop\n",
-			o.cmd ? "command, PID" : "PID", (int)pid, o.freq, tr ? " with trace aborts" : "");
+			o.cmd ? "command, PID" : "PID", (int)pid, o.freq, o.aborts ? " with trace aborts" : "");
+	nupp_session_start(ses);
 	t0 = record_now();
-	next_drain = t0 + RECORD_DRAIN_MS / 1000.0;
 	next_status = t0 + 1;
 	status_line = !o.quiet && isatty(2);
 	if (gate >= 0) {
@@ -683,9 +652,7 @@ int cmd_record(int argc, char **argv)
 		gate = -1;
 	}
 	while (!record_stop_sig) {
-		double now;
-
-		err = nupp_sampler_poll(smp, pidfd >= 0 ? 0 : 50);
+		err = nupp_session_poll(ses, pidfd >= 0 ? 0 : 50);
 		if (err < 0 && err != -EINTR) {
 			cli_error("sampling failed: %s", nupp_errmsg());
 			break;
@@ -702,71 +669,58 @@ int cmd_record(int argc, char **argv)
 			child_done = true;
 			break;
 		}
-		now = record_now();
-		if (o.duration > 0 && now - t0 >= o.duration)
+		if (o.duration > 0 && record_now() - t0 >= o.duration)
 			break;
-		if (now >= next_drain) {
-			/* Names are read from the live target: keep them resolved as it runs. */
-			nupp_sampler_drain(smp, &raw);
-			next_drain = now + RECORD_DRAIN_MS / 1000.0;
-		}
-		if (status_line && now >= next_status) {
-			record_status(&raw, tr, now - t0, false);
-			next_status = now + 1;
+		if (status_line && record_now() >= next_status) {
+			record_status(ses, record_now() - t0, false);
+			next_status = record_now() + 1;
 		}
 	}
 	if (status_line)
-		record_status(&raw, tr, 0, true);
+		record_status(ses, 0, true);
 	if (record_stop_sig && o.cmd && !child_done)
 		kill(pid, record_stop_sig == SIGHUP ? SIGHUP : record_stop_sig);
-	err = nupp_sampler_drain(smp, &raw);
-	if (err)
-		cli_error("reading the samples failed: %s", nupp_errmsg());
-	if (tr && nupp_trace_drain(tr, &ab))
-		cli_error("reading the trace aborts failed: %s", nupp_errmsg());
+	prof = nupp_session_stop(ses, &err);
+	if (!prof) {
+		cli_error("reading the profile failed: %s", nupp_errmsg());
+		goto out;
+	}
 	if (o.cmd && !child_done && !record_stop_sig) {
 		kill(pid, SIGTERM); /* the duration ended: stop the command */
 		killed_by_us = true;
 	}
-	nupp_sample_set_sort(&raw);
-	if (nupp_sample_set_filter(&raw, o.zone, o.root, &set)) {
-		cli_error("out of memory");
+	record_warnings(&o, ses);
+	if (o.zone && !nupp_session_zones_seen(ses)) {
+		cli_error("--zone %s matches nothing: %s never loaded nupp.zone, so no sample has a zone path "
+			  "(require(\"nupp.zone\") in the program, or drop --zone); nothing was written",
+			  o.zone, o.cmd ? "the command" : "the process");
+		if (o.cmd && !child_done)
+			waitpid(pid, &status, 0);
 		goto out;
 	}
-	nupp_abort_set_sort(&ab);
-	{
-		struct nupp_profile prof = {
-			.meta = { .command = cmdline, .target = target, .pids = &pid, .npids = 1, .frequency_hz = o.freq,
-				  .duration_sec = record_now() - t0, .backend = "bpf", .luajit = nupp_luajit_build(),
-				  .depth = o.depth, .aborts = o.aborts, .include_benign = o.include_benign,
-				  .zone_filter = o.zone, .root = o.root, .lines = o.lines,
-				  .full_filenames = o.full_filenames },
-			.samples = set,
-			.aborts = ab,
-		};
+	if (o.cmd && !prof->meta.npids && !o.quiet)
+		fprintf(stderr, "nupp-bpf: warning: %s never ran our LuaJIT: nothing was profiled\n", o.cmd[0]);
+	ret = record_write(&o, prof, failed) ? 1 : 0;
+	record_written = 1;
+	if (!o.quiet)
+		record_summary(&o, &prof->samples, &prof->aborts, prof->meta.duration_sec, failed);
+	if (o.top) {
 		struct nupp_report_opts ro = { .sz = sizeof(ro), .top = o.top };
 
-		ret = record_write(&o, &prof, failed) ? 1 : 0;
-		record_written = 1;
-		if (!o.quiet)
-			record_summary(&o, &set, &ab, prof.meta.duration_sec, failed);
-		if (o.top) {
-			fflush(stderr);
-			if (nupp_profile_write(&prof, NUPP_FMT_TOP, &ro, stderr))
-				cli_error("cannot print the top functions: %s", nupp_errmsg());
-		}
-		if (cli_verbose)
-			record_stats(smp, tr);
+		fflush(stderr);
+		if (nupp_profile_write(prof, NUPP_FMT_TOP, &ro, stderr))
+			cli_error("cannot print the top functions: %s", nupp_errmsg());
 	}
+	if (cli_verbose)
+		record_stats(nupp_session_sampler(ses), nupp_session_trace(ses));
 	/* The outputs are written before waiting for the command: one that takes its time
 	 * to stop (a compiled loop only sees LuaJIT's SIGINT hook when it leaves the trace)
 	 * loses nothing, and a second Ctrl-C leaves at once. */
 	if (o.cmd && !child_done) {
-		if (waitpid(pid, &status, WNOHANG) == pid) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
 			child_done = true;
-		} else if (!o.quiet && record_stop_sig == SIGINT) {
+		else if (!o.quiet && record_stop_sig == SIGINT)
 			fprintf(stderr, "nupp-bpf: waiting for %s to exit (Ctrl-C again stops it)\n", o.cmd[0]);
-		}
 		while (!child_done && waitpid(pid, &status, 0) < 0 && errno == EINTR)
 			;
 		child_done = true;
@@ -777,11 +731,8 @@ int cmd_record(int argc, char **argv)
 out:
 	if (pidfd >= 0)
 		close(pidfd);
-	nupp_trace_close(tr);
-	nupp_sampler_close(smp);
-	nupp_sample_set_free(&raw);
-	nupp_sample_set_free(&set);
-	nupp_abort_set_free(&ab);
+	nupp_session_profile_free(prof);
+	nupp_session_close(ses);
 	free(cmdline);
 	free(target);
 	return ret;

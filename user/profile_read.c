@@ -1,6 +1,7 @@
 /* Reading profiles back: the nupp profile JSON document (jansson) and collapsed stacks,
  * into a struct nupp_profile, with errors that name the file and the position. */
 #include <errno.h>
+#include <limits.h>
 #include <inttypes.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -295,7 +296,7 @@ static int pread_add_row(struct pread *r, char *zone, char *stack, const struct 
 	j = pread_row_hash(zone, stack) & (r->hcap - 1);
 	for (; r->hash[j]; j = (j + 1) & (r->hcap - 1)) {
 		row = &s->rows[r->hash[j] - 1];
-		if (strcmp(row->stack, stack) == 0 && strcmp(row->zone_path, zone) == 0) {
+		if (row->pid == c->pid && strcmp(row->stack, stack) == 0 && strcmp(row->zone_path, zone) == 0) {
 			free(zone);
 			free(stack);
 			goto add;
@@ -312,6 +313,7 @@ static int pread_add_row(struct pread *r, char *zone, char *stack, const struct 
 	}
 	row = &s->rows[s->n];
 	memset(row, 0, sizeof(*row));
+	row->pid = c->pid;
 	row->zone_path = zone;
 	row->stack = stack;
 	r->hash[j] = (long)++s->n;
@@ -337,7 +339,7 @@ static int pread_sample(struct pread *r, json_t *o, size_t i)
 	struct nupp_sample_row c = { 0 };
 	__u64 *fields[] = { &c.compiled, &c.interpreted, &c.ccode, &c.collecting, &c.compiling };
 	char where[48], *zone = NULL, *stack = NULL;
-	__u64 sum = 0;
+	__u64 sum = 0, pid = 0;
 	size_t k;
 	int err;
 
@@ -356,6 +358,10 @@ static int pread_sample(struct pread *r, json_t *o, size_t i)
 		}
 		sum += *fields[k];
 	}
+	err = err ? err : pread_uint(r, o, where, "pid", false, &pid);
+	if (!err && pid > INT_MAX)
+		err = pread_bad(r, where, "pid out of range");
+	c.pid = (pid_t)pid;
 	err = err ? err : pread_str(r, o, where, "zonePath", false, &zone);
 	err = err ? err : pread_str(r, o, where, "stack", false, &stack);
 	if (!err && !stack[0])

@@ -86,9 +86,9 @@ static json_t *json_samples(const struct nupp_sample_set *s)
 
 	for (i = 0; arr && i < s->n; i++) {
 		const struct nupp_sample_row *r = &s->rows[i];
-		json_t *o = json_pack("{s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I}", "zonePath", rjson_str(r->zone_path),
-				      "stack", rjson_str(r->stack), "count", (json_int_t)r->count, "compiled",
-				      (json_int_t)r->compiled,
+		json_t *o = json_pack("{s:i, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I}", "pid", (int)r->pid, "zonePath",
+				      rjson_str(r->zone_path), "stack", rjson_str(r->stack), "count", (json_int_t)r->count,
+				      "compiled", (json_int_t)r->compiled,
 				      "interpreted", (json_int_t)r->interpreted, "cCode", (json_int_t)r->ccode,
 				      "collecting", (json_int_t)r->collecting, "compiling", (json_int_t)r->compiling);
 

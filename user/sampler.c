@@ -563,6 +563,7 @@ static int smp_add_row(struct smp_row *r, struct nupp_sample_set *out)
 		snprintf(zone, sizeof(zone), "#%u", r->key.zone);
 	else
 		zone[0] = 0;
+	row.pid = (pid_t)r->key.tgid;
 	row.count = smp_total(&r->c);
 	row.compiled = r->c.n[NUPP_SMP_COMPILED];
 	row.interpreted = r->c.n[NUPP_SMP_INTERPRETED];

@@ -12,6 +12,7 @@
 #include "nupp/trace.h"
 #include "nupp/severity.h"
 #include "nupp_internal.h"
+#include "zones_internal.h"
 #include "nupp_vmdef.h"
 #include "trace.skel.h"
 
@@ -25,8 +26,7 @@ struct nupp_trace {
 	struct trace_bpf *skel;
 	struct bpf_link **links;
 	size_t nlinks;
-	nupp_trace_zone_fn zone_path;
-	void *zone_ctx;
+	struct nupp_zones *zones; /* names zone ids (the session's; NULL: "#<id>") */
 	struct nupp_trace_counters acc; /* counters moved out of the kernel by drains */
 };
 
@@ -168,10 +168,6 @@ struct nupp_trace *nupp_trace_open(const struct nupp_trace_opts *opts, int *err)
 	}
 	if (opts && opts->max_sites)
 		max_sites = opts->max_sites;
-	if (opts && opts->sz >= offsetof(struct nupp_trace_opts, zone_ctx) + sizeof(opts->zone_ctx)) {
-		t->zone_path = opts->zone_path;
-		t->zone_ctx = opts->zone_ctx;
-	}
 	t->skel = trace_bpf__open();
 	if (!t->skel) {
 		e = -errno;
@@ -249,19 +245,25 @@ int nupp_trace_pause(struct nupp_trace *t, bool paused)
 	return 0;
 }
 
-/* Tells BPF where pid keeps its current zone-path id; 0 forgets. */
-int nupp_trace_set_zone_addr(struct nupp_trace *t, pid_t pid, __u64 addr)
+/* Tells BPF where pid's luajit_bpf_vmlist is (its VMs' zone ids); 0 forgets. */
+int nupp_trace_set_vmlist(struct nupp_trace *t, pid_t pid, __u64 addr)
 {
 	__u32 tgid = (__u32)pid;
 	int e;
 
 	if (addr)
-		e = bpf_map__update_elem(t->skel->maps.zone_addrs, &tgid, sizeof(tgid), &addr, sizeof(addr), BPF_ANY);
+		e = bpf_map__update_elem(t->skel->maps.vmlists, &tgid, sizeof(tgid), &addr, sizeof(addr), BPF_ANY);
 	else
-		e = bpf_map__delete_elem(t->skel->maps.zone_addrs, &tgid, sizeof(tgid), 0);
+		e = bpf_map__delete_elem(t->skel->maps.vmlists, &tgid, sizeof(tgid), 0);
 	if (e && !(addr == 0 && e == -ENOENT))
 		return nupp_fail(e, "cannot set the zone address of PID %d: %s", pid, strerror(-e));
 	return 0;
+}
+
+/* Names the rows' zone ids with z from now on (NULL: "#<id>"). */
+void nupp_trace_set_zones(struct nupp_trace *t, struct nupp_zones *z)
+{
+	t->zones = z;
 }
 
 /* Moves the kernel counters into t->acc (atomic exchange with the programs' adds). */
@@ -286,7 +288,7 @@ static int trace_add_row(struct nupp_trace *t, const struct nupp_trace_key *k, _
 	nupp_trace_format_reason(k, reason, sizeof(reason));
 	nupp_trace_format_loc(&k->loc, loc, sizeof(loc));
 	if (k->zone) {
-		zone = t->zone_path ? t->zone_path(t->zone_ctx, (pid_t)k->tgid, k->zone) : NULL;
+		zone = nupp_zones_path(t->zones, (pid_t)k->tgid, k->zone);
 		if (!zone) {
 			snprintf(zbuf, sizeof(zbuf), "#%u", k->zone);
 			zone = zbuf;

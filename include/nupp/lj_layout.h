@@ -210,6 +210,12 @@ struct nupp_lj_vmlist {
 	__u32 magic;      /* NUPP_LJ_LAYOUT_MAGIC once initialised */
 	__u32 count;      /* slots in use (a closed VM leaves 0 in its slot) */
 	__u64 g[NUPP_LJ_VMLIST_MAX];
+	/* nupp.zone's state of the VM in slot i, written by the zone module in the process
+	 * and read from outside (BPF, libnupp); zeroed by lua_close before the slot is freed.
+	 * zone[i] is the id of the zone path open now (0: none); zone_table[i] the address
+	 * of its id -> path table (struct nupp_zone_table, include/nupp/zone_abi.h; 0: none). */
+	__u32 zone[NUPP_LJ_VMLIST_MAX];
+	__u64 zone_table[NUPP_LJ_VMLIST_MAX];
 };
 
 #endif /* NUPP_LJ_LAYOUT_H */

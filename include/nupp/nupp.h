@@ -8,6 +8,7 @@
 #define NUPP_NUPP_H
 
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
 #include <linux/types.h>
@@ -99,6 +100,105 @@ struct nupp_probecheck *nupp_probecheck_open(const char *binary, pid_t pid, int 
 int nupp_probecheck_read(struct nupp_probecheck *pc, int i, __u64 *hits, int *nargs);
 /* Detaches and frees. */
 void nupp_probecheck_close(struct nupp_probecheck *pc);
+
+/* -- Sessions (user/session.c) --------------------------------------------------
+ * A session runs the sampler and/or the trace-abort channel on one or more processes:
+ * it attaches in the right order, reads the kernel's events and counts at a steady
+ * cadence, names zone ids from the processes' own nupp.zone tables, pauses and resumes,
+ * gives the aggregate so far at any time, and stops into a struct nupp_profile with the
+ * zone filter and root cut applied and its meta filled. `nupp-bpf record` and the Lua
+ * binding nupp.profile both run on it.
+ *
+ * This section uses only C types an FFI cdef reads as they are (int, unsigned int,
+ * size_t, bool, char, uint64_t written as unsigned long long, pointers): it can be
+ * given to LuaJIT's ffi.cdef verbatim, from "struct nupp_session;" to its end marker. */
+
+struct nupp_session;
+struct nupp_profile;
+
+struct nupp_session_opts {
+	size_t sz;             /* sizeof(struct nupp_session_opts) */
+	bool samples;          /* run the sampler channel */
+	bool aborts;           /* run the trace-abort channel */
+	int freq_hz;           /* samples per second per thread (0: 99) */
+	int depth;             /* frames per stack (0: 64, the most) */
+	bool lines;            /* name Lua frames module:line */
+	bool include_benign;   /* count the aborts that are ordinary trace formation */
+	unsigned int max_stacks; /* distinct stacks kept in the kernel (0: 16384) */
+	unsigned int max_sites;  /* distinct abort rows kept in the kernel (0: 4096) */
+	const char *zone_filter; /* at stop: keep samples whose zone path starts with this */
+	const char *root;        /* at stop: cut stacks below the outermost frame of this module */
+	int drain_ms;          /* how often the counts are read and named (0: 200) */
+	bool background;       /* read and name in a helper process: for profiling oneself */
+	bool subprocesses;     /* follow every descendant that runs our LuaJIT */
+	const char *command;   /* meta: the command line that made the profile */
+	const char *target;    /* meta: the profiled command line (NULL for a running PID) */
+	bool full_filenames;   /* Lua frames name the chunk's full path, not jit.p's basename */
+};
+
+/* Loads the channels' BPF programs. NULL and *err = -errno on failure; nupp_errmsg()
+ * names the cause and the remedy (a missing capability, no BTF, ...). */
+struct nupp_session *nupp_session_open(const struct nupp_session_opts *opts, int *err);
+/* Attaches to a running process (every thread; VMs found from its memory). 0, -ESRCH no
+ * such process, -EPERM, -ENOENT not running LuaJIT or no VM open yet, -ENOTSUP a LuaJIT
+ * without our probes. */
+int nupp_session_attach(struct nupp_session *s, int pid);
+/* Attaches to a child forked to run exe and still held before its exec: its VMs are
+ * sampled from their first instruction, and the session follows its execs (a wrapper
+ * script or `env` that execs our LuaJIT later). 0 or -errno. */
+int nupp_session_attach_spawned(struct nupp_session *s, int pid, const char *exe);
+/* Starts the clock (and the helper process of a background session). */
+int nupp_session_start(struct nupp_session *s);
+/* Reads events and, at the drain cadence, counts (foreground sessions), for at most
+ * timeout_ms. 0 or -errno. */
+int nupp_session_poll(struct nupp_session *s, int timeout_ms);
+/* Pauses (true) or resumes (false) recording; the timer keeps firing, one test per
+ * sample, and the probes stay attached. */
+int nupp_session_pause(struct nupp_session *s, bool paused);
+/* The aggregate so far: every sample row and abort row, no filter, with its meta. The
+ * caller frees it with nupp_session_profile_free. NULL and *err on failure. */
+struct nupp_profile *nupp_session_snapshot(struct nupp_session *s, int *err);
+/* Ends the session: the last counts, the zone filter and root cut, sorted rows, meta.
+ * The channels stay loaded until nupp_session_close. NULL and *err on failure. */
+struct nupp_profile *nupp_session_stop(struct nupp_session *s, int *err);
+/* Frees a profile returned by a session. */
+void nupp_session_profile_free(struct nupp_profile *p);
+/* Whether a profiled process has loaded nupp.zone (published a zone table) so far. */
+bool nupp_session_zones_seen(struct nupp_session *s);
+/* Child processes that ran our LuaJIT and were not followed (without subprocesses):
+ * the i-th as "PID (command line)", or NULL past the last. */
+const char *nupp_session_unfollowed(struct nupp_session *s, int i);
+/* The channels, for their statistics (NULL when not running). */
+struct nupp_sampler *nupp_session_sampler(struct nupp_session *s);
+struct nupp_trace *nupp_session_trace(struct nupp_session *s);
+/* Detaches and frees. */
+void nupp_session_close(struct nupp_session *s);
+
+/* Reading a profile row by row (for FFI users; C users read struct nupp_profile). */
+size_t nupp_profile_nsamples(const struct nupp_profile *p);
+/* Sample row i: returns its stack; *zone_path, *pid, and counts[6] = count, compiled,
+ * interpreted, cCode, collecting, compiling. NULL past the end. */
+const char *nupp_profile_sample(const struct nupp_profile *p, size_t i, const char **zone_path, int *pid,
+				unsigned long long counts[6]);
+size_t nupp_profile_naborts(const struct nupp_profile *p);
+/* Abort row i: returns its reason; *severity ("blacklist", "warn", "info"), *count,
+ * *location, *zone_path. NULL past the end. */
+const char *nupp_profile_abort(const struct nupp_profile *p, size_t i, const char **severity,
+			       unsigned long long *count, const char **location, const char **zone_path);
+/* Totals: [0] samples, [1] total aborts, [2] blacklisted, [3..8] samples lost by reason
+ * (nupp_lost order: noVm, readFault, badFrame, truncated, mapFull, symbolize). */
+void nupp_profile_totals(const struct nupp_profile *p, unsigned long long totals[9]);
+/* Writes the nupp profile JSON document of p to path ("-": stdout). 0 or -errno. */
+int nupp_profile_write_json(const struct nupp_profile *p, const char *path);
+
+/* -- Availability ----------------------------------------------------------------- */
+
+/* Whether the BPF channels can run here, for process pid (0: this process, -1: any):
+ * 0, or -EPERM (a capability is missing: uprobes need CAP_SYS_ADMIN on kernels like
+ * this one, not only CAP_BPF and CAP_PERFMON), -ENOTSUP (no BTF, or the process does
+ * not run our LuaJIT build), -ENOENT. why receives the cause and the remedy. */
+int nupp_available(int pid, char *why, size_t size);
+/* end of the FFI section */
 
 #ifdef __cplusplus
 }

@@ -28,6 +28,7 @@ const char *nupp_lost_name(enum nupp_lost r);
 
 /* One distinct (zone path, stack) and what landed on it; the seed's profile.Sample. */
 struct nupp_sample_row {
+	pid_t pid;       /* the process sampled (0: not known) */
 	char *zone_path; /* "" when no zone was open */
 	char *stack;     /* frames outermost first, ";" between them */
 	__u64 count;     /* = compiled + interpreted + ccode + collecting + compiling, or more
@@ -66,7 +67,8 @@ struct nupp_abort_set {
 	__u64 blacklisted;  /* blacklist events among them */
 };
 
-/* Adds count (and the state split) to the row (zone, stack), creating it. 0 or -ENOMEM. */
+/* Adds count (and the state split) to the row (counts->pid, zone, stack), creating it.
+ * 0 or -ENOMEM. */
 int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char *stack,
 			const struct nupp_sample_row *counts);
 /* Sorts rows by count descending (ties: zone, then stack, ascending). */

@@ -14,16 +14,10 @@ extern "C" {
 
 struct nupp_trace;
 
-/* Names a zone-path id of a process for the rows ("" for id 0 is built in). Returns
- * NULL when unknown: the row then reads "#<id>". */
-typedef const char *(*nupp_trace_zone_fn)(void *ctx, pid_t pid, __u32 zone_id);
-
 struct nupp_trace_opts {
 	size_t sz;           /* sizeof(struct nupp_trace_opts) */
 	bool include_benign; /* count the info (trace formation) rows too */
 	__u32 max_sites;     /* size of the abort map (default 4096) */
-	nupp_trace_zone_fn zone_path; /* optional: zone id -> path (until the zone module) */
-	void *zone_ctx;
 };
 
 /* Loads the trace BPF programs. NULL and *err = -errno on failure (nupp_errmsg()). */
@@ -45,9 +39,11 @@ int nupp_trace_drain(struct nupp_trace *t, struct nupp_abort_set *out);
  * kernel.bpf_stats_enabled). */
 int nupp_trace_stats(struct nupp_trace *t, __u64 *run_time_ns, __u64 *run_cnt);
 
-/* Tells the BPF program where pid keeps its current zone-path id (a __u32 in its
- * memory, read at every abort); addr 0 forgets it (rows then have zone 0, ""). */
-int nupp_trace_set_zone_addr(struct nupp_trace *t, pid_t pid, __u64 addr);
+/* Tells the BPF program where pid's luajit_bpf_vmlist is (the address of the exported
+ * symbol in its memory): each abort then carries the zone id that nupp.zone keeps for
+ * the aborting VM there; 0 forgets it (rows then have zone 0, ""). A session names the
+ * ids from the process's zone tables; without one, a row reads "#<id>". */
+int nupp_trace_set_vmlist(struct nupp_trace *t, pid_t pid, __u64 addr);
 
 /* Every counter since open (drained and not yet drained): totals, blacklist events,
  * what was left out and why (benign, paused, traceno 0, map full, read faults). */

@@ -8,6 +8,17 @@ need_root
 BUSY='local t = os.clock() while os.clock() - t < (tonumber(arg[1]) or 30) do local s = 0 for i = 1, 1000 do s = s + i end end'
 echo "$BUSY" >"$TMP/busy.lua"
 
+# Waits until record (stderr in $1) says it is recording: BPF loading takes seconds on a
+# busy machine, and a signal must reach it after the attach.
+wait_recording() {
+  local i
+  for i in $(seq 600); do
+    grep -q "recording" "$1" 2>/dev/null && { sleep 0.5; return 0; }
+    sleep 0.1
+  done
+  cat "$1" >&2; fail "record did not start within 60 s"
+}
+
 # Checks a nupp profile: JSON with version 1, samples > 0, every stack well formed.
 check_json() {
   python3 - "$1" "$2" <<'PY'
@@ -36,8 +47,8 @@ kill -0 "$target" || fail "record -p must not stop the target"
 
 # 2. SIGINT (Ctrl-C) and SIGTERM during -p: the file is written, status 0.
 for sig in INT TERM; do
-  "$NUPP_BPF" record -q -F 199 -o "$TMP/$sig.json" -p "$target" & rec=$!
-  sleep 1.5
+  "$NUPP_BPF" record -F 199 -o "$TMP/$sig.json" -p "$target" 2>"$TMP/$sig.err" & rec=$!
+  wait_recording "$TMP/$sig.err"
   kill -"$sig" "$rec"
   st=0; wait "$rec" || st=$?
   assert_eq "$st" 0 "record exit status after SIG$sig"
@@ -46,9 +57,11 @@ done
 kill "$target"; wait "$target" 2>/dev/null || true
 
 # 3. A target that exits mid-record (-p): the file is written.
-"$NUPP_LUAJIT" "$TMP/busy.lua" 1.5 & target=$!
-sleep 0.2
-"$NUPP_BPF" record -q -F 199 -o "$TMP/exit.folded" -p "$target"
+"$NUPP_LUAJIT" "$TMP/busy.lua" 30 & target=$!
+"$NUPP_BPF" record -F 199 -o "$TMP/exit.folded" -p "$target" 2>"$TMP/exit.err" & rec=$!
+wait_recording "$TMP/exit.err"
+kill "$target"
+wait "$rec" || fail "record -p of a target that exited mid-record failed: $(cat "$TMP/exit.err")"
 grep -qE '^[^ ]+ [0-9]+$' "$TMP/exit.folded" || { cat "$TMP/exit.folded"; fail "no collapsed stacks after the target exited"; }
 wait "$target" || true
 
@@ -62,7 +75,7 @@ assert_eq "$st" 3 "exit status of the command"
 st=0; "$NUPP_BPF" record -o "$TMP/f.json" -- false 2>"$TMP/false.err" || st=$?
 assert_eq "$st" 1 "record -- false passes exit status 1 on"
 assert_contains "$TMP/false.err" "does not run LuaJIT"
-assert_contains "$TMP/false.err" "running it unprofiled"
+assert_contains "$TMP/false.err" "never ran our LuaJIT: nothing was profiled"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["samples"] == [], d' "$TMP/f.json"
 st=0; "$NUPP_BPF" record -q -o "$TMP/lj-false.json" -- "$NUPP_LUAJIT" -e 'os.exit(false)' || st=$?
 assert_eq "$st" 1 "exit status 1 of a LuaJIT command is passed on"
@@ -76,8 +89,8 @@ assert_eq "$(cat "$TMP/ids")" "$(printf '65534\t65534')" "uid/gid of the command
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["meta"]["samples"] > 0' "$TMP/sudo.json"
 
 # 5. SIGTERM during -- COMMAND: written, the command is stopped.
-"$NUPP_BPF" record -q -F 199 -o "$TMP/cterm.json" -- "$NUPP_LUAJIT" "$TMP/busy.lua" 30 & rec=$!
-sleep 1.5
+"$NUPP_BPF" record -F 199 -o "$TMP/cterm.json" -- "$NUPP_LUAJIT" "$TMP/busy.lua" 30 2>"$TMP/cterm.err" & rec=$!
+wait_recording "$TMP/cterm.err"
 kill -TERM "$rec"
 wait "$rec" || true
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["meta"]["samples"] > 0' "$TMP/cterm.json"

@@ -3,6 +3,7 @@
 #include <limits.h>
 #include <stdlib.h>
 
+#include "nupp/nupp.h"
 #include "nupp_trace_test.h"
 
 static char tmpdir[256];
@@ -168,28 +169,21 @@ START_TEST(trace_full_map_is_counted)
 }
 END_TEST
 
-/* Zone ids of zone.lua, named like the zone module will: 7 known, 9 unknown. */
-static const char *zone_name(void *ctx, pid_t pid, __u32 id)
-{
-	*(int *)ctx += 1;
-	return id == 7 ? "frame/render" : NULL;
-}
-
-START_TEST(trace_zone_id_read_at_each_abort)
+/* A session names each abort's zone id from the process's own nupp.zone table: a zone
+ * pushed before the attach, none, and one pushed after. */
+START_TEST(trace_zone_paths_from_the_zone_module)
 {
 	const char *argv[] = { NUPP_LUAJIT, TRACE_DATA "zone.lua", NULL };
-	struct nupp_trace_opts o = { .sz = sizeof(o), .zone_path = zone_name };
-	struct nupp_abort_set set = { 0 };
+	struct nupp_session_opts o = { .sz = sizeof(o), .aborts = true };
+	struct nupp_session *ses;
+	struct nupp_profile *p;
 	struct nupp_trace_counters c;
-	unsigned long long addr = 0;
-	int in[2], out[2], st, calls = 0, seen = 0;
+	int in[2], out[2], st, seen = 0, err = 0;
 	char line[128] = "";
-	struct nupp_trace *t;
 	size_t i;
 	FILE *fo;
 	pid_t pid;
 
-	o.zone_ctx = &calls;
 	ck_assert_int_eq(pipe(in), 0);
 	ck_assert_int_eq(pipe(out), 0);
 	pid = fork();
@@ -205,39 +199,44 @@ START_TEST(trace_zone_id_read_at_each_abort)
 	close(out[1]);
 	fo = fdopen(out[0], "r");
 	ck_assert_ptr_nonnull(fgets(line, sizeof(line), fo));
-	ck_assert_int_eq(sscanf(line, "zone %llu", &addr), 1);
-	t = trace_test_open(&o, NUPP_LUAJIT, pid);
-	ck_assert_int_eq(nupp_trace_set_zone_addr(t, pid, addr), 0);
+	ck_assert_str_eq(line, "ready\n");
+	ses = nupp_session_open(&o, &err);
+	ck_assert_msg(ses != NULL, "session: %s", nupp_errmsg());
+	ck_assert_msg(nupp_session_attach(ses, pid) == 0, "attach: %s", nupp_errmsg());
+	ck_assert_int_eq(nupp_session_start(ses), 0);
+	ck_assert_int_eq(write(in[1], "\n", 1), 1);
+	ck_assert_ptr_nonnull(fgets(line, sizeof(line), fo));
+	ck_assert_str_eq(line, "done\n");
+	p = nupp_session_stop(ses, &err);
+	ck_assert_msg(p != NULL, "stop: %s", nupp_errmsg());
+	ck_assert(nupp_session_zones_seen(ses));
 	ck_assert_int_eq(write(in[1], "\n", 1), 1);
 	close(in[1]);
 	st = nupp_test_reap(pid, 0);
 	fclose(fo);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "zone.lua exited with status 0x%x", st);
-	ck_assert_int_eq(nupp_trace_drain(t, &set), 0);
-	ck_assert_int_eq(nupp_trace_counters(t, &c), 0);
+	ck_assert_int_eq(nupp_trace_counters(nupp_session_trace(ses), &c), 0);
 	ck_assert_uint_eq(c.zone_faults, 0);
-	ck_assert_uint_eq(set.n, 3);
-	for (i = 0; i < set.n; i++) {
-		const struct nupp_abort_row *r = &set.rows[i];
+	ck_assert_uint_eq(p->aborts.n, 3);
+	for (i = 0; i < p->aborts.n; i++) {
+		const struct nupp_abort_row *r = &p->aborts.rows[i];
 		const char *want = NULL;
 
 		ck_assert_str_eq(r->reason, "NYI: bytecode FNEW");
-		if (!strcmp(r->location, "zone seven:1"))
+		if (!strcmp(r->location, "zone render:1"))
 			want = "frame/render", seen |= 1;
 		else if (!strcmp(r->location, "zone none:1"))
 			want = "", seen |= 2;
-		else if (!strcmp(r->location, "zone nine:1"))
-			want = "#9", seen |= 4;
+		else if (!strcmp(r->location, "zone io:1"))
+			want = "io", seen |= 4;
 		if (want)
 			ck_assert_str_eq(r->zone_path, want);
 		else
 			ck_abort_msg("unexpected row at %s", r->location);
 	}
 	ck_assert_int_eq(seen, 7);
-	ck_assert_int_eq(calls, 2); /* asked for ids 7 and 9, never for 0 */
-	ck_assert_int_eq(nupp_trace_set_zone_addr(t, pid, 0), 0);
-	nupp_abort_set_free(&set);
-	nupp_trace_close(t);
+	nupp_session_profile_free(p);
+	nupp_session_close(ses);
 }
 END_TEST
 
@@ -254,7 +253,7 @@ int main(void)
 	tcase_add_test(tc, trace_pause_then_resume_every_process);
 	tcase_add_test(tc, trace_shared_library_probes);
 	tcase_add_test(tc, trace_full_map_is_counted);
-	tcase_add_test(tc, trace_zone_id_read_at_each_abort);
+	tcase_add_test(tc, trace_zone_paths_from_the_zone_module);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_VERBOSE);

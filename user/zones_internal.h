@@ -1,0 +1,44 @@
+/* libnupp internals: reading nupp.zone's state of target processes (user/zones.c). */
+#ifndef NUPP_ZONES_INTERNAL_H
+#define NUPP_ZONES_INTERNAL_H
+
+#include <stdbool.h>
+#include <sys/types.h>
+#include <linux/types.h>
+
+#include "nupp/lj_layout.h"
+
+struct nupp_zones;
+
+/* A reader of the zone tables of any number of processes. */
+struct nupp_zones *nupp_zones_new(void);
+void nupp_zones_free(struct nupp_zones *z);
+
+/* The address of pid's luajit_bpf_vmlist, found in its memory maps (object path: the ELF
+ * object with our LuaJIT, NULL: search every mapped object). 0 and *addr; -ENOENT not
+ * mapped (yet); -ENOTSUP a LuaJIT whose vmlist has no zone slots (rebuild it). */
+int nupp_zones_find(struct nupp_zones *z, pid_t pid, const char *object, __u64 *addr);
+
+/* Reads pid's vmlist (found before) in one read: 0, or -ENOENT unknown, -errno. */
+int nupp_zones_vmlist(struct nupp_zones *z, pid_t pid, struct nupp_lj_vmlist *out);
+
+/* The address of the current zone id of the VM in vmlist slot i of pid, or 0. */
+__u64 nupp_zones_id_addr(struct nupp_zones *z, pid_t pid, int slot);
+
+/* Re-reads the tables that grew (a few bulk reads per VM). */
+void nupp_zones_refresh(struct nupp_zones *z, pid_t pid);
+
+/* The path of zone id of pid ("" for 0), or NULL when unknown. */
+const char *nupp_zones_path(struct nupp_zones *z, pid_t pid, __u32 id);
+
+/* Whether a VM of pid has published a zone table (nupp.zone loaded) so far. */
+bool nupp_zones_seen(const struct nupp_zones *z, pid_t pid);
+
+/* Forgets pid (it exited or exec'ed). */
+void nupp_zones_forget(struct nupp_zones *z, pid_t pid);
+
+/* The trace channel names its rows' zone ids with z from now on (user/trace.c). */
+struct nupp_trace;
+void nupp_trace_set_zones(struct nupp_trace *t, struct nupp_zones *z);
+
+#endif /* NUPP_ZONES_INTERNAL_H */
