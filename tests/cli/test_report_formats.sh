@@ -61,6 +61,18 @@ check_all "$TMP/names.json"
 cmp "$TMP/names.rec.folded" "$TMP/names.folded" || fail "collapsed from JSON differs from collapsed at record time"
 grep -q 'caf\\xE9.lua:k\\xFF' "$TMP/names.svg" || fail "the SVG does not show caf\\xE9.lua:k\\xFF"
 
+# Two processes (record --subprocesses): one speedscope profile per process.
+cat >"$TMP/two.json" <<'J'
+{"version":1,"meta":{"samples":9,"frequencyHz":99,"pids":[11,22]},"samples":[
+ {"pid":11,"zonePath":"","stack":"m:main;m:a","count":5,"compiled":5},
+ {"pid":22,"zonePath":"","stack":"m:main;m:b","count":3,"interpreted":3},
+ {"pid":22,"zonePath":"z","stack":"m:main","count":1,"cCode":1}]}
+J
+"$NUPP_BPF" report "$TMP/two.json" -o "$TMP/two.speedscope.json" -o "$TMP/two.pb.gz"
+node "$FORMAT/check_speedscope.mjs" "$TMP/two.json" "$TMP/two.speedscope.json" "$TMP" | tee "$TMP/ss.out"
+assert_contains "$TMP/ss.out" "2 profile(s)"
+node "$FORMAT/check_pprof.mjs" "$TMP/two.json" "$TMP/two.pb.gz"
+
 # An input that is not a profile: exit 2, the file and the position named.
 head -c 200 "$TMP/states.json" >"$TMP/cut.json"
 st=0; "$NUPP_BPF" report "$TMP/cut.json" -o "$TMP/cut.svg" 2>"$TMP/err" || st=$?
