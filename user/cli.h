@@ -2,6 +2,8 @@
 #ifndef NUPP_CLI_H
 #define NUPP_CLI_H
 
+#include <stdbool.h>
+
 struct cli_cmd {
 	const char *name;
 	int (*fn)(int argc, char **argv);
@@ -12,6 +14,9 @@ extern int cli_verbose;
 
 /* Prints "Error: <message>" on stderr; the one error printer of the CLI. */
 void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* Parses a decimal integer option within [lo, hi]; false on error. */
+bool cli_int(const char *s, long lo, long hi, long *out);
 
 /* Subcommands, one file each (user/cmd_<name>.c). */
 int cmd_record(int argc, char **argv);

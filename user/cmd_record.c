@@ -108,11 +108,7 @@ static void record_usage(FILE *f)
 /* Parses a decimal integer option within [lo, hi]; false on error. */
 static bool record_int(const char *s, long lo, long hi, long *out)
 {
-	char *end;
-
-	errno = 0;
-	*out = strtol(s, &end, 10);
-	return !errno && end != s && !*end && *out >= lo && *out <= hi;
+	return cli_int(s, lo, hi, out);
 }
 
 /* The format of output path: forced by -f, else by its extension (NONE: unknown). */
