@@ -483,20 +483,260 @@ lost:
 	return 0;
 }
 
-/* luajit:trace_stop(g, traceno, T, loc, link, linktype): a new trace to decode; the
- * trace array changes (the samplers' trace caches forget it). */
+/* -- Trace copies (luajit:trace_stop) ---------------------------------------------- */
+
+/* Per-CPU scratch of a trace_stop event: the event as sent, and what the scan of its
+ * snapshot map needs (layout values and the offsets of the trace's arrays in the copy). */
+struct smp_trace_buf {
+	struct nupp_smp_trace_event ev;
+	__u8 tmp[256]; /* a GCfunc's or GCproto's header */
+	__u32 map_ofs, nmap, irk_ofs, nk, nins;
+	__u32 snap_frame, ir_kgc, ir_o, ir_size;
+	__u32 fn_gct, fn_ffid, fn_pc, fn_cf, fn_span;
+	__u32 pt_size, pt_chunkname, pt_firstline, pt_sizebc, pt_sizept;
+	__u8 gct_func, ff_lua, ff_c, fr2;
+	__u64 gcvmask;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct smp_trace_buf);
+} trace_buf SEC(".maps");
+
+/* A little-endian field of width w at a bounded offset of the copy. */
+static __always_inline __u64 smp_tb_get(const __u8 *base, __u32 ofs, __u32 max, int w)
+{
+	__u64 v = 0;
+
+	if (ofs > max - 8)
+		return 0;
+	if (w == 8)
+		__builtin_memcpy(&v, base + ofs, 8);
+	else if (w == 4)
+		__builtin_memcpy(&v, base + ofs, 4);
+	else if (w == 2)
+		__builtin_memcpy(&v, base + ofs, 2);
+	else
+		v = base[ofs];
+	return v;
+}
+
+/* Adds GCfunc* fn to the event's table once. */
+static __always_inline void smp_tb_add_fn(struct smp_trace_buf *b, __u64 fn)
+{
+	__u32 i, n = b->ev.nfn;
+
+	for (i = 0; i < NUPP_SMP_TRACE_FNS; i++) {
+		if (i >= n)
+			break;
+		if (b->ev.fn[i].fn == fn)
+			return;
+	}
+	if (n >= NUPP_SMP_TRACE_FNS) {
+		b->ev.nfn = NUPP_SMP_TRACE_FNS + 1; /* more than fit */
+		return;
+	}
+	b->ev.fn[n & (NUPP_SMP_TRACE_FNS - 1)].fn = fn;
+	b->ev.nfn = n + 1;
+}
+
+/* bpf_loop callback: snapshot map entry j. A frame's function is the entry of the slot
+ * below its SNAP_FRAME link entry (FR2, entries in slot order, lj_snap.c snapshot_slots);
+ * slot 0 is the start frame's function. A KGC constant there is noted (PC words between
+ * snapshots may add a constant that is no function: the reads below tell). */
+static long smp_trace_scan_cb(__u32 j, void *ctx)
+{
+	__u32 zero = 0, e, prev, ref = 0, ofs, slot;
+	struct smp_trace_buf *b = bpf_map_lookup_elem(&trace_buf, &zero);
+	__u64 fn;
+
+	if (!b || j >= b->nmap)
+		return 1;
+	ofs = b->map_ofs + 4 * j;
+	if (ofs > NUPP_SMP_TRACE_MAX - 4)
+		return 1;
+	e = (__u32)smp_tb_get(b->ev.data, ofs, NUPP_SMP_TRACE_MAX + 4, 4);
+	slot = e >> 24;
+	if (slot == 0) {
+		ref = e & 0xffff;
+	} else if ((e & b->snap_frame) && j > 0 && slot >= b->fr2) {
+		prev = (__u32)smp_tb_get(b->ev.data, ofs - 4, NUPP_SMP_TRACE_MAX + 4, 4);
+		if ((prev >> 24) == slot - b->fr2)
+			ref = prev & 0xffff;
+	}
+	/* Constants lie below REF_BIAS (0x8000), from nk on; a KGC's payload is ir[ref+1]. */
+	if (!ref || ref >= 0x8000 || ref < b->nk || ref + 1 >= b->nins)
+		return 0;
+	ofs = b->irk_ofs + (ref - b->nk) * b->ir_size;
+	if (ofs > NUPP_SMP_TRACE_MAX - 16 || smp_tb_get(b->ev.data, ofs + b->ir_o, NUPP_SMP_TRACE_MAX, 1) != b->ir_kgc)
+		return 0;
+	fn = smp_tb_get(b->ev.data, ofs + b->ir_size, NUPP_SMP_TRACE_MAX, 8) & b->gcvmask;
+	if (fn)
+		smp_tb_add_fn(b, fn);
+	return 0;
+}
+
+/* bpf_loop callback: names function i of the table (its GCfunc header, and for a Lua
+ * function its prototype's fingerprint), read now while the trace keeps it alive; entry
+ * fn 0 is the trace's start prototype (T->startpt). */
+static long smp_trace_fn_cb(__u32 i, void *ctx)
+{
+	__u32 zero = 0;
+	struct smp_trace_buf *b = bpf_map_lookup_elem(&trace_buf, &zero);
+	struct nupp_smp_trace_fn *f;
+	__u64 ffid;
+
+	if (!b || i >= b->ev.nfn || i >= NUPP_SMP_TRACE_FNS)
+		return 1;
+	f = &b->ev.fn[i & (NUPP_SMP_TRACE_FNS - 1)];
+	f->kind = 0;
+	if (!f->fn)
+		goto proto; /* the start prototype: ptr is set */
+	if (bpf_probe_read_user(b->tmp, b->fn_span & 127, (const void *)f->fn) ||
+	    smp_tb_get(b->tmp, b->fn_gct, 128, 1) != b->gct_func)
+		return 0;
+	ffid = smp_tb_get(b->tmp, b->fn_ffid, 128, 1);
+	if (ffid == b->ff_c) {
+		f->ptr = smp_tb_get(b->tmp, b->fn_cf, 128, 8);
+		f->kind = NUPP_SMP_C;
+		return 0;
+	}
+	if (ffid != b->ff_lua) {
+		f->ptr = ffid;
+		f->kind = NUPP_SMP_FF;
+		return 0;
+	}
+	f->ptr = smp_tb_get(b->tmp, b->fn_pc, 128, 8) - b->pt_size;
+proto:
+	if (!f->ptr || bpf_probe_read_user(b->tmp, b->pt_size & 255, (const void *)f->ptr))
+		return 0;
+	f->chunkname = smp_tb_get(b->tmp, b->pt_chunkname, 256, 8);
+	f->firstline = (__s32)smp_tb_get(b->tmp, b->pt_firstline, 256, 4);
+	f->sizebc = (__u32)smp_tb_get(b->tmp, b->pt_sizebc, 256, 4);
+	f->sizept = (__u32)smp_tb_get(b->tmp, b->pt_sizept, 256, 4);
+	f->kind = NUPP_SMP_LUA;
+	return 0;
+}
+
+/* Copies trace T (one block from T to the end of its snapshot map) and names the
+ * functions of its frames; b->ev.size stays 0 if the trace is not one block or too large. */
+static __always_inline void smp_trace_copy(struct smp_trace_buf *b, const struct nupp_lj_layout *lo, __u64 T)
+{
+	__u64 ir, snap, snapmap, irk, end, hsize = lo->T_size;
+	__u32 nsnap, nmap, size;
+
+	if (hsize > 512 || hsize < 16 || bpf_probe_read_user(b->ev.data, hsize & 511, (const void *)T))
+		return;
+	b->ev.h.mcode = smp_tb_get(b->ev.data, lo->T_mcode, 512, 8);
+	ir = smp_tb_get(b->ev.data, lo->T_ir, 512, 8);
+	snap = smp_tb_get(b->ev.data, lo->T_snap, 512, 8);
+	snapmap = smp_tb_get(b->ev.data, lo->T_snapmap, 512, 8);
+	nsnap = (__u32)smp_tb_get(b->ev.data, lo->T_nsnap, 512, 2);
+	nmap = (__u32)smp_tb_get(b->ev.data, lo->T_nsnapmap, 512, 4);
+	b->nk = (__u32)smp_tb_get(b->ev.data, lo->T_nk, 512, 4);
+	b->nins = (__u32)smp_tb_get(b->ev.data, lo->T_nins, 512, 4);
+	irk = ir + (__u64)b->nk * lo->ir_size;
+	end = snapmap + (__u64)nmap * 4;
+	/* One block after the header (trace_save): IR, then snapshots, then the map. */
+	if (b->nk > b->nins || irk < T + hsize || irk > T + hsize + 8 || snap < irk || snapmap < snap ||
+	    snap + (__u64)nsnap * lo->snap_size > snapmap || end - T > NUPP_SMP_TRACE_MAX)
+		return;
+	size = (__u32)(end - T);
+	if (size > NUPP_SMP_TRACE_MAX || bpf_probe_read_user(b->ev.data, size, (const void *)T))
+		return;
+	b->ev.size = size;
+	b->map_ofs = (__u32)(snapmap - T);
+	b->nmap = nmap;
+	b->irk_ofs = (__u32)(irk - T);
+	b->snap_frame = lo->snap_frame;
+	b->ir_kgc = lo->ir_kgc;
+	b->ir_o = lo->ir_o;
+	b->ir_size = lo->ir_size;
+	b->fr2 = lo->fr2;
+	b->gcvmask = lo->gcvmask;
+	b->fn_gct = lo->fn_gct;
+	b->fn_ffid = lo->fn_ffid;
+	b->fn_pc = lo->fn_pc;
+	b->fn_cf = lo->fn_cf;
+	b->fn_span = (lo->fn_pc > lo->fn_cf ? lo->fn_pc : lo->fn_cf) + 8;
+	b->pt_size = lo->pt_size;
+	b->pt_chunkname = lo->pt_chunkname;
+	b->pt_firstline = lo->pt_firstline;
+	b->pt_sizebc = lo->pt_sizebc;
+	b->pt_sizept = lo->pt_sizept;
+	b->gct_func = lo->gct_func;
+	b->ff_lua = lo->ff_lua;
+	b->ff_c = lo->ff_c;
+	bpf_loop(NUPP_SMP_TRACE_MAX / 4, smp_trace_scan_cb, NULL, 0);
+	/* The start prototype too (fn 0), whose bytecode a snapshot may need. */
+	smp_tb_add_fn(b, 0);
+	if (b->ev.nfn <= NUPP_SMP_TRACE_FNS)
+		b->ev.fn[(b->ev.nfn - 1) & (NUPP_SMP_TRACE_FNS - 1)].ptr = smp_tb_get(b->ev.data, lo->T_startpt, 512, 8);
+	bpf_loop(NUPP_SMP_TRACE_FNS, smp_trace_fn_cb, NULL, 0);
+}
+
+/* luajit:trace_stop(g, traceno, T, loc, link, linktype): a new trace, sent with a copy
+ * of what names its samples; the trace array changes (the samplers' trace caches forget
+ * it). A copy that cannot be sent (ring buffer full) costs only this trace's samples:
+ * userspace reads the trace from the target while it lives. Sent without waking the
+ * reader (a target that compiles without pause makes thousands a second), unless 1 MB
+ * waits unread. */
 SEC("usdt")
 int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, size;
 	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+	struct smp_trace_buf *b;
 
-	if (p) {
-		__sync_fetch_and_add(&tc_epoch, 1);
+	if (!p)
+		return 0;
+	__sync_fetch_and_add(&tc_epoch, 1);
+	b = bpf_map_lookup_elem(&trace_buf, &zero);
+	if (!b || !p->layout_ok) {
 		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, p->pgen);
+		return 0;
 	}
+	b->ev.h.kind = NUPP_SMP_EV_TRACE_STOP;
+	b->ev.h.tgid = tgid;
+	b->ev.h.g = g;
+	b->ev.h.trace = T;
+	b->ev.h.mcode = 0;
+	b->ev.h.traceno = traceno;
+	b->ev.h.pad = 0;
+	b->ev.h.pgen = p->pgen;
+	b->ev.size = 0;
+	b->ev.nfn = 0;
+	smp_trace_copy(b, &p->lo, T);
+	size = b->ev.size;
+	if (size > NUPP_SMP_TRACE_MAX)
+		size = 0;
+	bpf_ringbuf_output(&events, b, offsetof(struct nupp_smp_trace_event, data) + size, smp_proto_wakeup());
 	return 0;
+}
+
+/* A trace free or flush event, sent without waking the reader (see above); lost: the
+ * process's names start over (the generation it ends is not known). */
+static __always_inline void smp_trace_gone(__u32 kind, __u32 tgid, __u64 g, __u64 T, __u64 mcode, __u32 traceno,
+					   struct nupp_smp_proc *p)
+{
+	struct nupp_smp_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
+	__u64 gen = smp_trace_gen(p);
+
+	if (!ev) {
+		__sync_fetch_and_add(&p->nlost, 1);
+		return;
+	}
+	ev->pgen = gen;
+	ev->kind = kind;
+	ev->tgid = tgid;
+	ev->g = g;
+	ev->trace = T;
+	ev->mcode = mcode;
+	ev->traceno = traceno;
+	ev->pad = 0;
+	bpf_ringbuf_submit(ev, smp_proto_wakeup());
 }
 
 /* luajit:trace_free(g, T, traceno, mcode): the trace's cache entry dies after a drain,
@@ -510,7 +750,7 @@ int BPF_USDT(nupp_smp_trace_free, __u64 g, __u64 T, __u32 traceno, __u64 mcode)
 
 	if (p) {
 		__sync_fetch_and_add(&tc_epoch, 1);
-		smp_event(NUPP_SMP_EV_TRACE_FREE, tgid, g, T, mcode, traceno, p, smp_trace_gen(p));
+		smp_trace_gone(NUPP_SMP_EV_TRACE_FREE, tgid, g, T, mcode, traceno, p);
 	}
 	return 0;
 }
@@ -525,7 +765,7 @@ int BPF_USDT(nupp_smp_trace_flush, __u64 g)
 
 	if (p) {
 		__sync_fetch_and_add(&tc_epoch, 1);
-		smp_event(NUPP_SMP_EV_TRACE_FLUSH, tgid, g, 0, 0, 0, p, smp_trace_gen(p));
+		smp_trace_gone(NUPP_SMP_EV_TRACE_FLUSH, tgid, g, 0, 0, 0, p);
 	}
 	return 0;
 }

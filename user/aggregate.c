@@ -48,21 +48,79 @@ static int agg_reserve(void **rows, size_t n, size_t *cap, size_t elem)
 	return 0;
 }
 
-/* Adds counts to the row (zone, stack), creating it. Linear lookup is fine for the
- * drain path (called once per distinct BPF key); writers never look up. */
+/* Hash of a (pid, zone, stack) key (FNV-1a over the zone and stack, a separator between). */
+static size_t agg_hash(pid_t pid, const char *zone, const char *stack)
+{
+	__u64 h = 0xcbf29ce484222325ull ^ ((__u64)(__u32)pid * 0x9e3779b97f4a7c15ull);
+	const unsigned char *p;
+
+	for (p = (const unsigned char *)zone; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	h = (h ^ 0xff) * 0x100000001b3ull; /* 0xff never occurs in UTF-8 text */
+	for (p = (const unsigned char *)stack; *p; p++)
+		h = (h ^ *p) * 0x100000001b3ull;
+	return (size_t)(h ^ (h >> 29));
+}
+
+/* The index slot of (pid, zone, stack): the row's, or the empty slot where it belongs. */
+static size_t agg_slot(const struct nupp_sample_set *s, pid_t pid, const char *zone, const char *stack, size_t h)
+{
+	size_t m = s->nslots - 1, i;
+
+	for (i = h & m; s->index[i]; i = (i + 1) & m) {
+		const struct nupp_sample_row *r = &s->rows[s->index[i] - 1];
+
+		if (r->pid == pid && strcmp(r->stack, stack) == 0 && strcmp(r->zone_path, zone) == 0)
+			break;
+	}
+	return i;
+}
+
+/* Makes the index cover every row with room for one more (load <= 1/2); rows that are
+ * equal (code other than nupp_sample_set_add may have made them) keep their first
+ * index; 0 or -ENOMEM. */
+static int agg_index(struct nupp_sample_set *s)
+{
+	size_t want = 16, i;
+
+	if (s->index && s->nindexed == s->n && 2 * (s->n + 1) <= s->nslots)
+		return 0;
+	while (want < 2 * (s->n + 1))
+		want *= 2;
+	if (!s->index || want != s->nslots || s->nindexed > s->n) {
+		size_t *ix = calloc(want, sizeof(*ix));
+
+		if (!ix)
+			return -ENOMEM;
+		free(s->index);
+		s->index = ix;
+		s->nslots = want;
+		s->nindexed = 0;
+	}
+	for (i = s->nindexed; i < s->n; i++) {
+		const struct nupp_sample_row *r = &s->rows[i];
+		size_t slot = agg_slot(s, r->pid, r->zone_path, r->stack, agg_hash(r->pid, r->zone_path, r->stack));
+
+		if (!s->index[slot])
+			s->index[slot] = i + 1;
+	}
+	s->nindexed = s->n;
+	return 0;
+}
+
+/* Adds counts to the row (zone, stack), creating it: one hash lookup. */
 int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char *stack,
 			const struct nupp_sample_row *c)
 {
-	struct nupp_sample_row *r = NULL;
-	size_t i;
+	struct nupp_sample_row *r;
+	size_t h = agg_hash(c->pid, zone, stack), slot;
 
-	for (i = s->n; i-- > 0;)
-		if (s->rows[i].pid == c->pid && strcmp(s->rows[i].stack, stack) == 0 &&
-		    strcmp(s->rows[i].zone_path, zone) == 0) {
-			r = &s->rows[i];
-			break;
-		}
-	if (!r) {
+	if (agg_index(s))
+		return -ENOMEM;
+	slot = agg_slot(s, c->pid, zone, stack, h);
+	if (s->index[slot]) {
+		r = &s->rows[s->index[slot] - 1];
+	} else {
 		if (agg_reserve((void **)&s->rows, s->n, &s->cap, sizeof(*r)))
 			return -ENOMEM;
 		r = &s->rows[s->n];
@@ -76,6 +134,8 @@ int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char 
 			return -ENOMEM;
 		}
 		s->n++;
+		s->index[slot] = s->n;
+		s->nindexed = s->n;
 	}
 	r->count += c->count;
 	r->compiled += c->compiled;
@@ -101,11 +161,12 @@ static int agg_cmp_sample(const void *a, const void *b)
 	return c ? c : strcmp(x->stack, y->stack);
 }
 
-/* Sorts rows by count descending. */
+/* Sorts rows by count descending (the index is rebuilt at the next add). */
 void nupp_sample_set_sort(struct nupp_sample_set *s)
 {
 	if (s->n)
 		qsort(s->rows, s->n, sizeof(*s->rows), agg_cmp_sample);
+	s->nindexed = (size_t)-1;
 }
 
 /* Frees the rows. */
@@ -118,6 +179,7 @@ void nupp_sample_set_free(struct nupp_sample_set *s)
 		free(s->rows[i].stack);
 	}
 	free(s->rows);
+	free(s->index);
 	memset(s, 0, sizeof(*s));
 }
 
@@ -223,7 +285,30 @@ static const char *agg_cut_root(const char *stack, const char *root)
 	return stack;
 }
 
-/* Keeps rows under a zone prefix and cuts stacks below the root module. */
+/* Copies row r to the end of out (out's rows are distinct: no lookup); 0 or -ENOMEM. */
+static int agg_copy_row(struct nupp_sample_set *out, const struct nupp_sample_row *r)
+{
+	struct nupp_sample_row *o;
+
+	if (agg_reserve((void **)&out->rows, out->n, &out->cap, sizeof(*o)))
+		return -ENOMEM;
+	o = &out->rows[out->n];
+	*o = *r;
+	o->zone_path = strdup(r->zone_path);
+	o->stack = strdup(r->stack);
+	if (!o->zone_path || !o->stack) {
+		free(o->zone_path);
+		free(o->stack);
+		return -ENOMEM;
+	}
+	out->n++;
+	out->samples += r->count;
+	return 0;
+}
+
+/* Keeps rows under a zone prefix and cuts stacks below the root module. Without a root
+ * the rows stay distinct and are copied as they are; a root cut may make rows equal,
+ * which are merged (one hash lookup each). */
 int nupp_sample_set_filter(const struct nupp_sample_set *in, const char *zone_prefix, const char *root,
 			   struct nupp_sample_set *out)
 {
@@ -236,7 +321,10 @@ int nupp_sample_set_filter(const struct nupp_sample_set *in, const char *zone_pr
 
 		if (zone_prefix && strncmp(r->zone_path, zone_prefix, plen) != 0)
 			continue;
-		err = nupp_sample_set_add(out, r->zone_path, root ? agg_cut_root(r->stack, root) : r->stack, r);
+		if (root)
+			err = nupp_sample_set_add(out, r->zone_path, agg_cut_root(r->stack, root), r);
+		else
+			err = agg_copy_row(out, r);
 		if (err)
 			return err;
 	}

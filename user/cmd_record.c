@@ -707,8 +707,12 @@ int cmd_record(int argc, char **argv)
 		if (nupp_profile_write(prof, NUPP_FMT_TOP, &ro, stderr))
 			cli_error("cannot print the top functions: %s", nupp_errmsg());
 	}
-	if (cli_verbose)
+	if (cli_verbose) {
 		record_stats(nupp_session_sampler(ses), nupp_session_trace(ses));
+		fprintf(stderr, "nupp-bpf: target memory reads: %llu process_vm_readv calls, %.0f/s\n",
+			(unsigned long long)nupp_vm_read_calls(),
+			prof->meta.duration_sec > 0 ? nupp_vm_read_calls() / prof->meta.duration_sec : 0.0);
+	}
 	/* The outputs are written before waiting for the command: one that takes its time
 	 * to stop (a compiled loop only sees LuaJIT's SIGINT hook when it leaves the trace)
 	 * loses nothing, and a second Ctrl-C leaves at once. */

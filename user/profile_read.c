@@ -25,8 +25,6 @@ struct pread {
 	const char *name; /* the file, for messages */
 	struct nupp_profile *p;
 	struct pread_store *st;
-	long *hash; /* (zone, stack) -> row + 1, to merge repeated rows */
-	size_t hcap;
 };
 
 /* -- Freeing -------------------------------------------------------------------- */
@@ -250,86 +248,15 @@ static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
 	return 0;
 }
 
-/* Hash of a row's (zone, stack), FNV-1a. */
-static size_t pread_row_hash(const char *zone, const char *stack)
-{
-	__u64 h = 1469598103934665603ULL;
-
-	for (; *zone; zone++)
-		h = (h ^ (unsigned char)*zone) * 1099511628211ULL;
-	h = (h ^ 0xff) * 1099511628211ULL;
-	for (; *stack; stack++)
-		h = (h ^ (unsigned char)*stack) * 1099511628211ULL;
-	return (size_t)(h ^ (h >> 29));
-}
-
-/* Rebuilds the row hash at twice the size; 0 or -ENOMEM. */
-static int pread_rehash(struct pread *r)
-{
-	struct nupp_sample_set *s = &r->p->samples;
-	size_t cap = r->hcap ? r->hcap * 2 : 1024, i, j;
-	long *h = calloc(cap, sizeof(*h));
-
-	if (!h)
-		return -ENOMEM;
-	for (i = 0; i < s->n; i++) {
-		j = pread_row_hash(s->rows[i].zone_path, s->rows[i].stack) & (cap - 1);
-		while (h[j])
-			j = (j + 1) & (cap - 1);
-		h[j] = (long)i + 1;
-	}
-	free(r->hash);
-	r->hash = h;
-	r->hcap = cap;
-	return 0;
-}
-
-/* Adds the counts of c under (zone, stack), which it takes; 0 or -ENOMEM. */
+/* Adds the counts of c under (c->pid, zone, stack), merged into an equal row, and frees
+ * zone and stack; 0 or -ENOMEM. */
 static int pread_add_row(struct pread *r, char *zone, char *stack, const struct nupp_sample_row *c)
 {
-	struct nupp_sample_set *s = &r->p->samples;
-	struct nupp_sample_row *row;
-	size_t j;
+	int err = nupp_sample_set_add(&r->p->samples, zone, stack, c);
 
-	if ((s->n + 1) * 2 > r->hcap && pread_rehash(r))
-		goto nomem;
-	j = pread_row_hash(zone, stack) & (r->hcap - 1);
-	for (; r->hash[j]; j = (j + 1) & (r->hcap - 1)) {
-		row = &s->rows[r->hash[j] - 1];
-		if (row->pid == c->pid && strcmp(row->stack, stack) == 0 && strcmp(row->zone_path, zone) == 0) {
-			free(zone);
-			free(stack);
-			goto add;
-		}
-	}
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct nupp_sample_row *nr = realloc(s->rows, cap * sizeof(*nr));
-
-		if (!nr)
-			goto nomem;
-		s->rows = nr;
-		s->cap = cap;
-	}
-	row = &s->rows[s->n];
-	memset(row, 0, sizeof(*row));
-	row->pid = c->pid;
-	row->zone_path = zone;
-	row->stack = stack;
-	r->hash[j] = (long)++s->n;
-add:
-	row->count += c->count;
-	row->compiled += c->compiled;
-	row->interpreted += c->interpreted;
-	row->ccode += c->ccode;
-	row->collecting += c->collecting;
-	row->compiling += c->compiling;
-	s->samples += c->count;
-	return 0;
-nomem:
 	free(zone);
 	free(stack);
-	return -ENOMEM;
+	return err;
 }
 
 /* Reads one sample row (index i). */
@@ -546,7 +473,6 @@ static int pread_buf(const char *buf, size_t len, const char *name, struct nupp_
 					i == len ? "empty: neither a nupp profile nor collapsed stacks"
 						 : "no stack with a sample in these collapsed stacks");
 	}
-	free(r.hash);
 	if (err == -ENOMEM)
 		nupp_fail(err, "%s: out of memory", name);
 	if (err)

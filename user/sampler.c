@@ -199,8 +199,9 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 		}
 		break;
 	case NUPP_SMP_EV_TRACE_STOP:
-		if (t->traces)
-			nupp_traces_add(t->traces, ev->trace, ev->traceno, ev->pgen);
+		/* The trace as BPF copied it (struct nupp_smp_trace_event), decoded on demand. */
+		if (!smp_target_ready(s, t))
+			nupp_traces_add_event(t->traces, data, size);
 		break;
 	case NUPP_SMP_EV_TRACE_FREE:
 	case NUPP_SMP_EV_TRACE_FLUSH:
@@ -485,6 +486,8 @@ static int smp_target_ready(struct nupp_sampler *s, struct smp_target *t)
 	}
 	if (!t->traces)
 		t->traces = nupp_traces_new(&t->lo, smp_read, (void *)(long)t->pid);
+	if (t->traces && t->sym)
+		nupp_traces_set_sym(t->traces, t->sym);
 	return t->sym && t->traces ? 0 : -ENOMEM;
 }
 

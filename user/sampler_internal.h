@@ -56,6 +56,11 @@ void nupp_sym_purge(struct nupp_sym *s, __u64 pgen);
 void nupp_sym_set_vms(struct nupp_sym *s, const __u64 *g, int n);
 /* Names modules by the chunk's full path ("@/a/b/c.lua" -> "/a/b/c.lua") instead. */
 void nupp_sym_set_full_filenames(struct nupp_sym *s, bool on);
+/* The allocation (*mem, *size bytes: a freed prototype's copy may be cut) of the
+ * incarnation of f->ptr that generation pgen saw, copied from the target while it lives
+ * or from its free event; 0 or -errno. */
+int nupp_sym_proto_mem(struct nupp_sym *s, const struct nupp_smp_frame *f, __u64 pgen, const unsigned char **mem,
+		       __u32 *size);
 /* Module of a chunk name as jit.p prints it: "@a/b/c.lua" -> "c.lua", "=x" -> "x",
  * anything else -> "[string]". */
 void nupp_sym_module(const char *chunk, char *buf, size_t size);
@@ -71,9 +76,17 @@ struct nupp_traces;
 /* A cache of decoded traces of one process. */
 struct nupp_traces *nupp_traces_new(const struct nupp_lj_layout *lo, nupp_read_fn read, void *read_ctx);
 void nupp_traces_free(struct nupp_traces *t);
+/* Where a trace's decoder finds its prototypes' bytecode: the symbolizer of the process
+ * (nupp_sym_proto_mem), which holds a prototype's copy after it died; NULL: read each
+ * from the target (it must be alive). */
+void nupp_traces_set_sym(struct nupp_traces *t, struct nupp_sym *sym);
 /* Decodes (and caches) trace T now, while it is alive. 0 or -errno. */
 /* born: the prototype generation when it was made (nupp_smp_event.pgen). */
 int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born);
+/* A luajit:trace_stop event (struct nupp_smp_trace_event, size bytes): the trace is kept
+ * as BPF copied it while alive and decoded when a sample first needs it; a trace not
+ * copied is read from the target now (nupp_traces_add). 0 or -errno. */
+int nupp_traces_add_event(struct nupp_traces *t, const void *ev, size_t size);
 /* Marks T (or every trace if T == 0) as freed, ending generation gen: samples of
  * earlier generations still find it, until nupp_traces_purge drops it. */
 void nupp_traces_kill(struct nupp_traces *t, __u64 T, __u64 gen);

@@ -1,11 +1,12 @@
 /* Trace samples to source positions: the snapshot that covers a machine-code offset
- * gives the leaf PC and the frames inlined into the trace (luajit-internals.md §5.3).
+ * gives the leaf PC and the frames inlined into the trace (lj_trace.c lj_trace_unwind, lj_snap.c).
  * The code of snapshot k is what was recorded from k up to snapshot k+1 (mcofs, assembled
  * backwards, marks where the code of its first IR instruction starts); the leaf is the
  * bytecode that code starts executing: the snapshot's PC itself (not PC - 1), or for a
  * control instruction's guard snapshot, which resumes at the other branch, that
  * instruction (tr_exec_pc). */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -24,6 +25,26 @@
 #define TR_MAX_INL 16 /* inlined frames kept per snapshot */
 #define TR_MAX_BC (1u << 20) /* instructions of a prototype we read */
 #define TR_MAX_CAND 8        /* control instructions a resume PC may belong to */
+
+/* A fact read once from the target and shared by the traces that hold it: a GCfunc's
+ * frame identity, or a GCproto's header and (once a snapshot needs its bytecode) its
+ * whole allocation. It is true while a live trace holds it: a trace's IR constants
+ * are GC roots of their functions (lj_gc.c gc_traverse_trace), a Lua function keeps its
+ * prototype, and a trace its start prototype. So an entry dies with the last live
+ * trace that holds it, and its address may then hold something else. */
+struct tr_fact {
+	struct tr_fact *next;
+	__u64 addr;
+	int is_proto;
+	__u32 refs;              /* live traces holding it (shared facts) */
+	__u64 mark;              /* the decode that last took it (one hold per trace) */
+	struct nupp_smp_frame f; /* GCfunc: kind, ptr, fingerprint; GCproto: ptr, fingerprint */
+	/* GCproto only: */
+	__s32 numline;
+	__u32 sizept;
+	__u64 lineinfo;
+	unsigned char *mem; /* [addr, addr + sizept) or NULL: not read yet */
+};
 
 /* One inlined frame of a snapshot, innermost last. */
 struct tr_frame {
@@ -56,9 +77,25 @@ struct tr_entry {
 	 * (after a flush) is another entry. */
 	__u64 lo, hi;
 	__u64 startpt;
+	/* The prototype of the start frame's function (slot 0), proven without slot 0
+	 * being a constant: a root trace starts in T->startpt's frame (lj_trace.c
+	 * trace_start, lj_record.c lj_record_setup), a side trace in its root's. 0: not
+	 * known (the root was not decoded). */
+	__u64 start0;
+	__u16 root;
 	__u16 *mcofs;
 	struct tr_snap *snaps;
+	struct tr_fact **held; /* shared facts this trace holds until it dies */
+	int nheld;
+	/* Not decoded yet (mcofs, snaps NULL): the copy BPF sent at its trace_stop, decoded
+	 * when a sample first needs it. */
+	unsigned char *raw;
+	__u32 rawsize, nfn;
+	struct nupp_smp_trace_fn *fns;
+	int failed; /* the decode failed: its samples cannot be named */
 };
+
+#define TR_FACT_BUCKETS 1024
 
 struct nupp_traces {
 	struct nupp_lj_layout lo;
@@ -66,6 +103,13 @@ struct nupp_traces {
 	nupp_read_fn read;
 	void *read_ctx;
 	struct tr_entry *b[TR_BUCKETS];
+	struct tr_fact *facts[TR_FACT_BUCKETS];
+	__u64 nfacts, ndecodes;
+	/* The live (decoded, not freed) entry of each trace number, for side traces'
+	 * roots; NULL: none. */
+	struct tr_entry **byno;
+	__u32 nbyno;
+	struct nupp_sym *sym; /* prototypes' copies, or NULL (nupp_traces_set_sym) */
 };
 
 /* Index of the snapshot whose code holds mcode offset ofs (lj_trace.c:1040-1045). */
@@ -103,11 +147,55 @@ struct nupp_traces *nupp_traces_new(const struct nupp_lj_layout *lo, nupp_read_f
 	return t;
 }
 
-/* Frees one entry. */
-static void tr_entry_free(struct tr_entry *e)
+/* -- Facts of GCfuncs and GCprotos, shared by the traces that hold them ---------- */
+
+/* Bucket of a fact address. */
+static unsigned tr_fact_bucket(__u64 a)
 {
+	return (unsigned)((a >> 3) * 0x9e3779b97f4a7c15ull >> 54) & (TR_FACT_BUCKETS - 1);
+}
+
+/* Frees a fact. */
+static void tr_fact_free(struct tr_fact *f)
+{
+	free(f->mem);
+	free(f);
+}
+
+/* Unlinks and frees a shared fact. */
+static void tr_fact_drop(struct nupp_traces *t, struct tr_fact *f)
+{
+	struct tr_fact **pp = &t->facts[tr_fact_bucket(f->addr)];
+
+	while (*pp && *pp != f)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = f->next;
+	t->nfacts--;
+	tr_fact_free(f);
+}
+
+/* A trace dies: the facts it held die with the last live trace holding them. */
+static void tr_entry_release(struct nupp_traces *t, struct tr_entry *e)
+{
+	int i;
+
+	for (i = 0; i < e->nheld; i++)
+		if (--e->held[i]->refs == 0)
+			tr_fact_drop(t, e->held[i]);
+	free(e->held);
+	e->held = NULL;
+	e->nheld = 0;
+}
+
+/* Frees one entry (its facts released if it is still alive). */
+static void tr_entry_free(struct nupp_traces *t, struct tr_entry *e)
+{
+	tr_entry_release(t, e);
 	free(e->mcofs);
 	free(e->snaps);
+	free(e->raw);
+	free(e->fns);
 	free(e);
 }
 
@@ -123,8 +211,16 @@ void nupp_traces_free(struct nupp_traces *t)
 			struct tr_entry *e = t->b[i];
 
 			t->b[i] = e->next;
-			tr_entry_free(e);
+			tr_entry_free(t, e);
 		}
+	for (i = 0; i < TR_FACT_BUCKETS; i++)
+		while (t->facts[i]) {
+			struct tr_fact *f = t->facts[i];
+
+			t->facts[i] = f->next;
+			tr_fact_free(f);
+		}
+	free(t->byno);
 	free(t);
 }
 
@@ -143,75 +239,243 @@ static __u64 tr_get(const unsigned char *mem, __u32 ofs, int w)
 	return v;
 }
 
-/* Reads the 64-bit payload of IR constant ref (ir_kgc/ir_knum use ir[ref+1], lj_ir.h:586-592)
- * and its opcode; 0 or -errno. */
-static int tr_irconst(struct nupp_traces *t, __u64 ir, __u32 ref, __u8 *op, __u64 *val)
+/* One trace being decoded: its header, IR, snapshots and snapshot map copied from the
+ * target, and the facts it takes. */
+struct tr_dec {
+	struct tr_entry *e;
+	unsigned char hdr[512];
+	__u32 nk, nins;          /* IR refs [nk, nins) are in irbuf */
+	unsigned char *buf;      /* the copy */
+	const unsigned char *irbuf; /* ir[nk] .. ir[nins - 1] */
+	const unsigned char *snaps;
+	const __u32 *map;
+	__u32 nmap;
+	/* Shared: decoded in the order of the target's events (from its trace_stop), so a
+	 * fact held by a trace not known to be freed is true. Otherwise (a trace first met
+	 * in a sample) every fact is read afresh and kept by this decode only. */
+	int shared;
+	struct tr_fact *priv;    /* the private facts */
+	int capheld;
+	/* From a BPF copy: the functions named while the trace was alive (nfn entries). */
+	const struct nupp_smp_trace_fn *fns;
+	__u32 nfn;
+};
+
+/* The opcode and 64-bit payload of IR constant ref (ir_kgc/ir_knum use ir[ref+1],
+ * lj_ir.h:586-592), from the copy; 0 or -EINVAL. */
+static int tr_irconst(struct nupp_traces *t, const struct tr_dec *d, __u32 ref, __u8 *op, __u64 *val)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
-	int err = t->read(t->read_ctx, ir + (__u64)ref * lo->ir_size + lo->ir_o, op, 1);
 
-	if (!err)
-		err = t->read(t->read_ctx, ir + (__u64)(ref + 1) * lo->ir_size, val, 8);
-	return err;
+	if (ref < d->nk || ref + 1 >= d->nins)
+		return -EINVAL;
+	*op = d->irbuf[(size_t)(ref - d->nk) * lo->ir_size + lo->ir_o];
+	memcpy(val, d->irbuf + (size_t)(ref + 1 - d->nk) * lo->ir_size, 8);
+	return 0;
 }
 
-/* Fills a frame's identity from a GCfunc of the target (kind, proto and fingerprint). */
-static int tr_func(struct nupp_traces *t, __u64 fn, struct nupp_smp_frame *f)
+/* Bytes of a GCfunc the frame identity needs (its header up to pc / the C function). */
+static __u32 tr_fn_span(const struct nupp_lj_layout *lo)
+{
+	__u32 n = lo->fn_pc + 8;
+
+	if (lo->fn_cf + 8 > n)
+		n = lo->fn_cf + 8;
+	if (lo->fn_gct + 1 > n)
+		n = lo->fn_gct + 1;
+	if (lo->fn_ffid + 1 > n)
+		n = lo->fn_ffid + 1;
+	return n;
+}
+
+/* Reads a fact from the target: a GCfunc's header (one read), or a GCproto's header
+ * (one read; its allocation later, by tr_proto_mem). */
+static int tr_fact_read(struct nupp_traces *t, struct tr_fact *x)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
-	__u8 gct = 0, ffid = 0;
-	__u64 bc = 0, pt, v = 0;
+	unsigned char buf[256];
+	__u32 n;
 	int err;
 
-	memset(f, 0, sizeof(*f));
-	f->pos = -1;
-	err = t->read(t->read_ctx, fn + lo->fn_gct, &gct, 1);
-	if (!err)
-		err = t->read(t->read_ctx, fn + lo->fn_ffid, &ffid, 1);
-	if (err)
-		return err;
-	if (gct != lo->gct_func)
-		return -EINVAL;
-	if (ffid == lo->ff_lua) {
-		err = t->read(t->read_ctx, fn + lo->fn_pc, &bc, 8);
+	memset(&x->f, 0, sizeof(x->f));
+	x->f.pos = -1;
+	if (x->is_proto) {
+		n = lo->pt_size;
+		if (n > sizeof(buf))
+			return -EOVERFLOW;
+		err = t->read(t->read_ctx, x->addr, buf, n);
 		if (err)
 			return err;
-		pt = bc - lo->pt_size;
-		f->kind = NUPP_SMP_LUA;
-		f->ptr = pt;
-		err = t->read(t->read_ctx, pt + lo->pt_chunkname, &f->chunkname, 8);
-		if (!err)
-			err = t->read(t->read_ctx, pt + lo->pt_firstline, &f->firstline, 4);
-		if (!err)
-			err = t->read(t->read_ctx, pt + lo->pt_sizebc, &f->sizebc, 4);
-		return err;
+		x->f.kind = NUPP_SMP_LUA;
+		x->f.ptr = x->addr;
+		x->f.chunkname = tr_get(buf, lo->pt_chunkname, 8);
+		x->f.firstline = (__s32)tr_get(buf, lo->pt_firstline, 4);
+		x->f.sizebc = (__u32)tr_get(buf, lo->pt_sizebc, 4);
+		x->numline = (__s32)tr_get(buf, lo->pt_numline, 4);
+		x->sizept = (__u32)tr_get(buf, lo->pt_sizept, 4);
+		x->lineinfo = tr_get(buf, lo->pt_lineinfo, 8);
+		return 0;
 	}
-	if (ffid == lo->ff_c) {
-		err = t->read(t->read_ctx, fn + lo->fn_cf, &v, 8);
-		f->kind = NUPP_SMP_C;
-		f->ptr = v;
+	n = tr_fn_span(lo);
+	if (n > sizeof(buf))
+		return -EOVERFLOW;
+	err = t->read(t->read_ctx, x->addr, buf, n);
+	if (err)
 		return err;
+	if (tr_get(buf, lo->fn_gct, 1) != lo->gct_func)
+		return -EINVAL;
+	if (tr_get(buf, lo->fn_ffid, 1) == lo->ff_lua) {
+		x->f.kind = NUPP_SMP_LUA;
+		x->f.ptr = tr_get(buf, lo->fn_pc, 8) - lo->pt_size;
+	} else if (tr_get(buf, lo->fn_ffid, 1) == lo->ff_c) {
+		x->f.kind = NUPP_SMP_C;
+		x->f.ptr = tr_get(buf, lo->fn_cf, 8);
+	} else {
+		x->f.kind = NUPP_SMP_FF;
+		x->f.ptr = tr_get(buf, lo->fn_ffid, 1);
 	}
-	f->kind = NUPP_SMP_FF;
-	f->ptr = ffid;
+	return 0;
+}
+
+/* The fact of a GCfunc or GCproto at addr for the trace being decoded (held by it), read
+ * from the target unless a live trace holds it already; NULL and *err. */
+static struct tr_fact *tr_fact_get(struct nupp_traces *t, struct tr_dec *d, __u64 addr, int is_proto, int *err)
+{
+	struct tr_fact **head = d->shared ? &t->facts[tr_fact_bucket(addr)] : &d->priv, *x;
+	const struct nupp_smp_trace_fn *want = NULL;
+	__u32 i;
+
+	/* From a BPF copy: a prototype's fingerprint as it was while the trace lived; a fact
+	 * of another incarnation is not this one. */
+	for (i = 0; d->fns && is_proto && i < d->nfn; i++)
+		if (d->fns[i].kind == NUPP_SMP_LUA && d->fns[i].ptr == addr)
+			want = &d->fns[i];
+	if (d->fns && (!is_proto || !want)) {
+		*err = -ENOENT;
+		return NULL;
+	}
+	for (x = *head; x; x = x->next)
+		if (x->addr == addr && x->is_proto == is_proto &&
+		    (!want || (x->f.chunkname == want->chunkname && x->f.firstline == want->firstline &&
+			       x->f.sizebc == want->sizebc && x->sizept == want->sizept)))
+			break;
+	if (!x && want && d->shared) {
+		/* Another incarnation's fact is shared: this one's is kept by this decode. */
+		head = &d->priv;
+		for (x = *head; x && x->addr != addr; x = x->next)
+			;
+	}
+	if (!x) {
+		x = calloc(1, sizeof(*x));
+		if (!x) {
+			*err = -ENOMEM;
+			return NULL;
+		}
+		x->addr = addr;
+		x->is_proto = is_proto;
+		if (want) {
+			x->f.kind = NUPP_SMP_LUA;
+			x->f.ptr = addr;
+			x->f.pos = -1;
+			x->f.chunkname = want->chunkname;
+			x->f.firstline = want->firstline;
+			x->f.sizebc = want->sizebc;
+			x->sizept = want->sizept;
+			x->numline = -1; /* read with its allocation (tr_bc_load) */
+			*err = 0;
+		} else {
+			*err = tr_fact_read(t, x);
+		}
+		if (*err) {
+			tr_fact_free(x);
+			return NULL;
+		}
+		x->next = *head;
+		*head = x;
+		if (head != &d->priv)
+			t->nfacts++;
+	}
+	if (head != &d->priv && x->mark != t->ndecodes) {
+		struct tr_entry *e = d->e;
+
+		if (e->nheld == d->capheld) {
+			int cap = d->capheld ? 2 * d->capheld : 8;
+			struct tr_fact **h = realloc(e->held, (size_t)cap * sizeof(*h));
+
+			if (!h) {
+				*err = -ENOMEM;
+				if (!x->refs)
+					tr_fact_drop(t, x);
+				return NULL;
+			}
+			e->held = h;
+			d->capheld = cap;
+		}
+		e->held[e->nheld++] = x;
+		x->refs++;
+		x->mark = t->ndecodes;
+	}
+	*err = 0;
+	return x;
+}
+
+/* Fills a frame's identity from a GCfunc of the target (kind, proto and fingerprint):
+ * the function's fact and, for a Lua function, its prototype's. */
+static int tr_func(struct nupp_traces *t, struct tr_dec *d, __u64 fn, struct nupp_smp_frame *f)
+{
+	struct tr_fact *x, *p;
+	int err = 0;
+	__u32 i;
+
+	if (d->fns) {
+		/* Named by BPF while the trace was alive; its memory may hold anything now. */
+		for (i = 0; i < d->nfn; i++)
+			if (d->fns[i].fn == fn && d->fns[i].kind) {
+				memset(f, 0, sizeof(*f));
+				f->pos = -1;
+				f->kind = d->fns[i].kind;
+				f->ptr = d->fns[i].ptr;
+				if (f->kind == NUPP_SMP_LUA) {
+					f->chunkname = d->fns[i].chunkname;
+					f->firstline = d->fns[i].firstline;
+					f->sizebc = d->fns[i].sizebc;
+				}
+				return 0;
+			}
+		return -ENOENT;
+	}
+	x = tr_fact_get(t, d, fn, 0, &err);
+	if (!x)
+		return err;
+	*f = x->f;
+	if (f->kind != NUPP_SMP_LUA)
+		return 0;
+	p = tr_fact_get(t, d, f->ptr, 1, &err);
+	if (!p)
+		return err;
+	*f = p->f;
 	return 0;
 }
 
 /* Decodes one snapshot: its PC and the inlined frames. In FR2 the frame-link slot of a
  * frame carries SNAP_FRAME and holds the link as a KNUM constant; the function is the
- * slot below it, normally a KGC constant (lj_snap.c:64-80, 110-160). */
-static void tr_decode_snap(struct nupp_traces *t, __u64 ir, const __u32 *map, __u32 nmap, __u32 mapofs,
-			   __u32 nent, struct tr_snap *sn)
+ * slot below it, normally a KGC constant (lj_snap.c:64-80, 110-160). A vararg function's
+ * frame is two frames in the snapshot: the call's, and above it the frame its body
+ * runs in, whose link is FRAME_VARG and whose function slot is a copy of the call's
+ * (lj_record.c rec_func_vararg); like the walker, the VARG frame is not a frame of its
+ * own: the function appears once, at the call's frame. */
+static void tr_decode_snap(struct nupp_traces *t, struct tr_dec *d, __u32 mapofs, __u32 nent, struct tr_snap *sn)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
-	__u64 kgc[256] = { 0 }, knum[256] = { 0 };
+	const __u32 *map = d->map;
+	__u64 kgc[256], knum[256];
 	__u8 isframe[256] = { 0 }, isk[256] = { 0 };
 	__u32 i, s;
 
 	sn->ok = 0;
 	sn->nfr = 0;
 	sn->startpt = 0;
-	if ((__u64)mapofs + nent + 2 > nmap)
+	if ((__u64)mapofs + nent + 2 > d->nmap)
 		return;
 	/* FR2: the PC is the 64-bit word after the entries, shifted by 8 (lj_jit.h:222-230). */
 	memcpy(&sn->pc, &map[mapofs + nent], 8);
@@ -226,7 +490,7 @@ static void tr_decode_snap(struct nupp_traces *t, __u64 ir, const __u32 *map, __
 		if (e & lo->snap_frame)
 			isframe[s] = 1;
 		/* Constants live below REF_BIAS (0x8000); other refs are computed values. */
-		if (ref >= 0x8000 || !ref || tr_irconst(t, ir, ref, &op, &v))
+		if (ref >= 0x8000 || !ref || tr_irconst(t, d, ref, &op, &v))
 			continue;
 		if (op == lo->ir_kgc) {
 			kgc[s] = v & lo->gcvmask;
@@ -239,7 +503,7 @@ static void tr_decode_snap(struct nupp_traces *t, __u64 ir, const __u32 *map, __
 	if (isk[0] == 1) {
 		struct nupp_smp_frame f0;
 
-		if (tr_func(t, kgc[0], &f0) == 0 && f0.kind == NUPP_SMP_LUA)
+		if (tr_func(t, d, kgc[0], &f0) == 0 && f0.kind == NUPP_SMP_LUA)
 			sn->startpt = f0.ptr;
 	}
 	for (s = 2; s < 256; s++) {
@@ -247,12 +511,15 @@ static void tr_decode_snap(struct nupp_traces *t, __u64 ir, const __u32 *map, __
 
 		if (!isframe[s])
 			continue;
+		/* A vararg body's frame: its function is the frame's below (see above). */
+		if (isk[s] == 2 && (knum[s] & lo->frame_typep) == lo->frame_varg)
+			continue;
 		/* A frame whose function is not a constant (a polymorphic call site) or whose
 		 * link is not known: not decoded, never guessed. */
 		if (isk[s - lo->fr2] != 1 || isk[s] != 2 || sn->nfr >= TR_MAX_INL)
 			return;
 		fr = &sn->fr[sn->nfr++];
-		if (tr_func(t, kgc[s - lo->fr2], &fr->f))
+		if (tr_func(t, d, kgc[s - lo->fr2], &fr->f))
 			return;
 		fr->link = knum[s];
 	}
@@ -263,44 +530,104 @@ static void tr_decode_snap(struct nupp_traces *t, __u64 ir, const __u32 *map, __
 struct tr_bc {
 	__u64 pt;   /* GCproto*, 0: nothing loaded */
 	__u32 n;    /* sizebc */
-	BCIns *ins;
+	const BCIns *ins;
 	__s32 firstline, numline;
-	__u64 lineinfo;
+	const unsigned char *lineinfo; /* in the copy, or NULL: read per line */
+	__u64 lineinfo_addr;
 };
 
-/* Loads prototype pt's bytecode into b (kept if it is already there); 0 or -errno. */
-static int tr_bc_load(struct nupp_traces *t, __u64 pt, struct tr_bc *b)
+/* Where the decoder finds prototypes' bytecode (see sampler_internal.h). */
+void nupp_traces_set_sym(struct nupp_traces *t, struct nupp_sym *sym)
+{
+	t->sym = sym;
+}
+
+/* Largest prototype allocation copied for its bytecode. */
+#define TR_MAX_PT (8u << 20)
+
+/* Bytes of the line table of a prototype of n instructions spanning numline lines
+ * (lj_debug_line: one entry per instruction after the first, 1, 2 or 4 bytes wide). */
+static __u64 tr_lineinfo_size(__s32 numline, __u32 n)
+{
+	return (__u64)(n ? n - 1 : 0) * (numline < 256 ? 1 : numline < 65536 ? 2 : 4);
+}
+
+/* Loads prototype pt's bytecode into b from its fact (its allocation is read once, the
+ * first time a snapshot of a live trace needs it); 0 or -errno. */
+static int tr_bc_load(struct nupp_traces *t, struct tr_dec *d, __u64 pt, struct tr_bc *b)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
-	__u32 n = 0;
-	int err;
+	struct tr_fact *x;
+	__u32 n;
+	int err = 0;
 
 	if (b->pt == pt)
 		return 0;
 	b->pt = 0;
-	err = t->read(t->read_ctx, pt + lo->pt_sizebc, &n, 4);
-	if (!err && (n < 1 || n > TR_MAX_BC))
-		err = -EINVAL;
-	if (err)
+	x = tr_fact_get(t, d, pt, 1, &err);
+	if (!x)
 		return err;
-	if (n > b->n || !b->ins) {
-		BCIns *p = realloc(b->ins, (size_t)n * sizeof(BCIns));
+	n = x->f.sizebc;
+	if (n < 1 || n > TR_MAX_BC || x->sizept < lo->pt_size + (__u64)n * sizeof(BCIns) || x->sizept > TR_MAX_PT)
+		return -EINVAL;
+	if (!x->mem && t->sym) {
+		/* The symbolizer's copy of the incarnation the trace was made with (its
+		 * prototypes live as long as it does): read once, shared with the naming of
+		 * frames, and kept after the prototype dies (its free event's copy). */
+		const unsigned char *sm = NULL;
+		__u32 ssize = 0;
+		unsigned char *m;
 
-		if (!p)
+		err = nupp_sym_proto_mem(t->sym, &x->f, d->e->lo, &sm, &ssize);
+		if (err)
+			return err;
+		if (ssize < lo->pt_size + (__u64)n * sizeof(BCIns) || ssize > x->sizept)
+			return -ENODATA; /* a cut copy without the bytecode */
+		m = calloc(1, x->sizept);
+		if (!m)
 			return -ENOMEM;
-		b->ins = p;
+		memcpy(m, sm, ssize);
+		x->numline = (__s32)tr_get(m, lo->pt_numline, 4);
+		x->lineinfo = tr_get(m, lo->pt_lineinfo, 8);
+		/* Lines only from the copy (the prototype may be gone): a line table outside
+		 * it, or beyond a cut copy, is not known (tr_bc_line: -1). */
+		if (x->lineinfo < pt || x->lineinfo - pt + tr_lineinfo_size(x->numline, n) > ssize)
+			x->lineinfo = 0;
+		x->mem = m;
+	}
+	if (!x->mem) {
+		unsigned char *m = malloc(x->sizept);
+
+		if (!m)
+			return -ENOMEM;
+		err = t->read(t->read_ctx, pt, m, x->sizept);
+		/* The fingerprint must match the memory now: another prototype at the address
+		 * (the first died) is refused. */
+		if (!err && (tr_get(m, lo->pt_chunkname, 8) != x->f.chunkname ||
+			     (__s32)tr_get(m, lo->pt_firstline, 4) != x->f.firstline ||
+			     (__u32)tr_get(m, lo->pt_sizebc, 4) != x->f.sizebc ||
+			     (__u32)tr_get(m, lo->pt_sizept, 4) != x->sizept))
+			err = -ESTALE;
+		if (err) {
+			free(m);
+			return err;
+		}
+		x->numline = (__s32)tr_get(m, lo->pt_numline, 4);
+		x->lineinfo = tr_get(m, lo->pt_lineinfo, 8);
+		x->mem = m;
 	}
 	b->n = n;
-	err = t->read(t->read_ctx, pt + lo->pt_size, b->ins, (size_t)n * sizeof(BCIns));
-	if (!err)
-		err = t->read(t->read_ctx, pt + lo->pt_firstline, &b->firstline, 4);
-	if (!err)
-		err = t->read(t->read_ctx, pt + lo->pt_numline, &b->numline, 4);
-	if (!err)
-		err = t->read(t->read_ctx, pt + lo->pt_lineinfo, &b->lineinfo, 8);
-	if (!err)
-		b->pt = pt;
-	return err;
+	b->ins = (const BCIns *)(x->mem + lo->pt_size);
+	b->firstline = x->f.firstline;
+	b->numline = x->numline;
+	b->lineinfo_addr = x->lineinfo;
+	b->lineinfo = NULL;
+	/* The line table normally lies inside the allocation (lj_parse.c fs_finish). */
+	if (x->lineinfo >= pt && x->lineinfo - pt < x->sizept &&
+	    (x->lineinfo - pt) + tr_lineinfo_size(x->numline, n) <= x->sizept)
+		b->lineinfo = x->mem + (x->lineinfo - pt);
+	b->pt = pt;
+	return 0;
 }
 
 /* Line of the bytecode at pos (lj_debug_line), or -1 if it cannot be read. */
@@ -311,7 +638,11 @@ static __s32 tr_bc_line(struct nupp_traces *t, const struct tr_bc *b, __u32 pos)
 
 	if (pos == 0)
 		return b->firstline;
-	if (!b->lineinfo || pos >= b->n || t->read(t->read_ctx, b->lineinfo + (__u64)(pos - 1) * w, &v, w))
+	if (!b->lineinfo_addr || pos >= b->n)
+		return -1;
+	if (b->lineinfo)
+		memcpy(&v, b->lineinfo + (size_t)(pos - 1) * w, w);
+	else if (t->read(t->read_ctx, b->lineinfo_addr + (__u64)(pos - 1) * w, &v, w))
 		return -1;
 	return b->firstline + (__s32)v;
 }
@@ -382,13 +713,11 @@ static __u64 tr_snap_proto(const struct tr_entry *e, const struct tr_snap *sn)
 
 /* Is the first IR instruction of snapshot sn's code a comparison guard? */
 _Static_assert(IR_LT == 0, "the comparisons LT .. NE come first in lj_ir.h");
-static int tr_snap_comp(struct nupp_traces *t, __u64 ir, __u32 nins, const struct tr_snap *sn)
+static int tr_snap_comp(struct nupp_traces *t, const struct tr_dec *d, const struct tr_snap *sn)
 {
-	__u8 op = 0xff;
-
-	if (sn->ref >= nins || t->read(t->read_ctx, ir + (__u64)sn->ref * t->lo.ir_size + t->lo.ir_o, &op, 1))
+	if (sn->ref < d->nk || sn->ref >= d->nins)
 		return 0;
-	return op <= IR_NE;
+	return d->irbuf[(size_t)(sn->ref - d->nk) * t->lo.ir_size + t->lo.ir_o] <= IR_NE;
 }
 
 /* The snapshot's PC is where the interpreter resumes if a guard of its code fails. That
@@ -408,27 +737,28 @@ static int tr_snap_comp(struct nupp_traces *t, __u64 ir, __u32 nins, const struc
  *     line give that line; on different lines they cannot be told apart: the snapshot is
  *     not decoded (its samples are lost as 'symbolize').
  * Returns 0 or -errno (the snapshot's fields are left as they were). */
-static int tr_exec_pc(struct nupp_traces *t, struct tr_entry *e, __u64 ir, __u32 nins, __u64 startpc,
-		      __u32 startins, __u16 root, struct tr_bc *b, __u32 i)
+static int tr_exec_pc(struct nupp_traces *t, struct tr_dec *d, struct tr_bc *b, __u32 i)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
+	struct tr_entry *e = d->e;
 	struct tr_snap *sn = &e->snaps[i], *pv = i ? &e->snaps[i - 1] : NULL;
 	struct tr_cand c[TR_MAX_CAND], pc[TR_MAX_CAND];
-	__u64 pt = tr_snap_proto(e, sn), bc;
+	__u64 pt = tr_snap_proto(e, sn), bc, startpc = tr_get(d->hdr, lo->T_startpc, 8);
+	__u32 startins = (__u32)tr_get(d->hdr, lo->T_startins, 4);
 	__s32 line = -1, l;
 	int n, np = 0, j, k, err;
 
 	sn->resume = sn->pc;
 	if (!sn->ok)
 		return 0;
-	if (!root && (startins & ((1u << lo->bc_a_shift) - 1)) == lo->bc_forl && sn->depth == 0 && startpc &&
+	if (!e->root && (startins & ((1u << lo->bc_a_shift) - 1)) == lo->bc_forl && sn->depth == 0 && startpc &&
 	    sn->pc == startpc + lo->bcins_size) {
 		sn->pc = startpc;
 		return 0;
 	}
-	if (!t->ops_ok || !pt || !tr_snap_comp(t, ir, nins, sn))
+	if (!t->ops_ok || !pt || !tr_snap_comp(t, d, sn))
 		return 0;
-	err = tr_bc_load(t, pt, b);
+	err = tr_bc_load(t, d, pt, b);
 	if (err)
 		return err;
 	bc = pt + lo->pt_size;
@@ -439,7 +769,7 @@ static int tr_exec_pc(struct nupp_traces *t, struct tr_entry *e, __u64 ir, __u32
 		return 0;
 	if (n > 0 && pv && pv->ok && pv->ref + 1 == sn->ref && pv->depth == sn->depth && tr_snap_proto(e, pv) == pt &&
 	    pv->resume != sn->pc && pv->resume >= bc && pv->resume < bc + (__u64)b->n * sizeof(BCIns) &&
-	    tr_snap_comp(t, ir, nins, pv))
+	    tr_snap_comp(t, d, pv))
 		np = tr_ctrl(b, (__u32)((pv->resume - bc) / sizeof(BCIns)), pc);
 	for (j = 0; j < n; j++)
 		for (k = 0; k < np; k++)
@@ -461,80 +791,296 @@ static int tr_exec_pc(struct nupp_traces *t, struct tr_entry *e, __u64 ir, __u32
 	return 0;
 }
 
-/* Decodes (and caches) trace T now, while it is alive. */
-int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born)
+/* Largest span of a trace's IR, snapshots and snapshot map read at once. */
+#define TR_MAX_BLOCK (16u << 20)
+
+/* Copies the trace's IR, snapshots and snapshot map: one read when they lie together
+ * after the header (trace_save allocates them as one block, lj_trace.c:146-168), else one
+ * read each. The copy is d->irbuf; snaps and map point into it. 0 or -errno. */
+static int tr_copy(struct nupp_traces *t, struct tr_dec *d, __u64 ir, __u64 snap, __u64 snapmap, __u32 nsnap)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
-	unsigned char hdr[512];
-	struct tr_entry *e;
-	__u64 snap, snapmap, ir;
-	__u32 nsnapmap, i, *map = NULL;
-	unsigned char *snaps = NULL;
-	struct tr_bc bcv = { 0 };
-	unsigned b = tr_bucket(T);
+	__u64 irlo = ir + (__u64)d->nk * lo->ir_size, irhi = ir + (__u64)d->nins * lo->ir_size;
+	__u64 slen = (__u64)nsnap * lo->snap_size, mlen = (__u64)d->nmap * 4;
+	__u64 lo_a = irlo, hi_a = irhi;
+	unsigned char *buf;
 	int err;
 
-	if (lo->T_size > sizeof(hdr))
-		return -EOVERFLOW;
-	err = t->read(t->read_ctx, T, hdr, lo->T_size);
-	if (err)
-		return err;
-	if (tr_get(hdr, lo->T_traceno, 2) != traceno)
-		return -ESTALE;
-	for (e = t->b[b]; e; e = e->next)
-		if (e->T == T && e->traceno == traceno && e->mcode == tr_get(hdr, lo->T_mcode, 8) && e->hi == TR_ALIVE)
-			return 0;
-	e = calloc(1, sizeof(*e));
-	if (!e)
+	if (snap < lo_a)
+		lo_a = snap;
+	if (snapmap < lo_a)
+		lo_a = snapmap;
+	if (snap + slen > hi_a)
+		hi_a = snap + slen;
+	if (snapmap + mlen > hi_a)
+		hi_a = snapmap + mlen;
+	if (hi_a - lo_a <= (irhi - irlo) + slen + mlen + 64 && hi_a - lo_a <= TR_MAX_BLOCK) {
+		/* Together (with at most alignment between them): one read. */
+		buf = malloc(hi_a - lo_a + 8);
+		if (!buf)
+			return -ENOMEM;
+		err = t->read(t->read_ctx, lo_a, buf, hi_a - lo_a);
+		if (err) {
+			free(buf);
+			return err;
+		}
+		d->buf = buf;
+		d->irbuf = buf + (irlo - lo_a);
+		d->snaps = buf + (snap - lo_a);
+		d->map = (const __u32 *)(buf + (snapmap - lo_a));
+		return 0;
+	}
+	if ((irhi - irlo) + slen + mlen > TR_MAX_BLOCK)
+		return -EINVAL;
+	buf = malloc((irhi - irlo) + slen + mlen + 8);
+	if (!buf)
 		return -ENOMEM;
+	err = t->read(t->read_ctx, irlo, buf, irhi - irlo);
+	if (!err && slen)
+		err = t->read(t->read_ctx, snap, buf + (irhi - irlo), slen);
+	if (!err && mlen)
+		err = t->read(t->read_ctx, snapmap, buf + (irhi - irlo) + slen, mlen);
+	if (err) {
+		free(buf);
+		return err;
+	}
+	d->buf = buf;
+	d->irbuf = buf;
+	d->snaps = buf + (irhi - irlo);
+	d->map = (const __u32 *)(buf + (irhi - irlo) + slen);
+	return 0;
+}
+
+/* Records e as the live entry of its trace number. */
+static void tr_byno_set(struct nupp_traces *t, struct tr_entry *e)
+{
+	if (e->traceno >= t->nbyno) {
+		__u32 n = t->nbyno ? t->nbyno : 256;
+		struct tr_entry **p;
+
+		while (n <= e->traceno)
+			n *= 2;
+		p = realloc(t->byno, (size_t)n * sizeof(*p));
+		if (!p)
+			return;
+		memset(p + t->nbyno, 0, (size_t)(n - t->nbyno) * sizeof(*p));
+		t->byno = p;
+		t->nbyno = n;
+	}
+	t->byno[e->traceno] = e;
+}
+
+/* A new entry for trace T (header hdr) made at generation born, not decoded. */
+static struct tr_entry *tr_entry_new(struct nupp_traces *t, __u64 T, const unsigned char *hdr, __u64 born)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	struct tr_entry *e = calloc(1, sizeof(*e));
+
+	if (!e)
+		return NULL;
 	e->T = T;
-	e->traceno = traceno;
+	e->traceno = (__u32)tr_get(hdr, lo->T_traceno, 2);
 	e->mcode = tr_get(hdr, lo->T_mcode, 8);
 	e->lo = born;
 	e->hi = TR_ALIVE;
 	e->nsnap = (__u32)tr_get(hdr, lo->T_nsnap, 2);
 	e->startpt = tr_get(hdr, lo->T_startpt, 8);
-	snap = tr_get(hdr, lo->T_snap, 8);
-	snapmap = tr_get(hdr, lo->T_snapmap, 8);
-	ir = tr_get(hdr, lo->T_ir, 8);
-	nsnapmap = (__u32)tr_get(hdr, lo->T_nsnapmap, 4);
-	err = -EINVAL;
-	if (e->nsnap > TR_MAX_SNAP || nsnapmap > TR_MAX_SNAPMAP)
-		goto fail;
-	err = -ENOMEM;
+	e->root = (__u16)tr_get(hdr, lo->T_root, 2);
+	if (!e->root)
+		e->start0 = e->startpt;
+	else if (e->root < t->nbyno && t->byno[e->root])
+		e->start0 = t->byno[e->root]->start0;
+	return e;
+}
+
+/* The live entry of (T, traceno, mcode), or NULL. */
+static struct tr_entry *tr_alive(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 mcode)
+{
+	struct tr_entry *e;
+
+	for (e = t->b[tr_bucket(T)]; e; e = e->next)
+		if (e->T == T && e->traceno == traceno && e->mcode == mcode && e->hi == TR_ALIVE)
+			return e;
+	return NULL;
+}
+
+/* Decodes entry e from d (header, IR, snapshots and map copied): its snapshots' PCs and
+ * frames. 0 or -errno. */
+static int tr_decode(struct nupp_traces *t, struct tr_dec *d)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	struct tr_entry *e = d->e;
+	struct tr_bc bcv = { 0 };
+	__u32 i;
+
+	t->ndecodes++;
 	e->mcofs = calloc(e->nsnap + 1, sizeof(*e->mcofs));
 	e->snaps = calloc(e->nsnap + 1, sizeof(*e->snaps));
-	snaps = malloc((size_t)e->nsnap * lo->snap_size + 1);
-	map = malloc((size_t)nsnapmap * 4 + 8);
-	if (!e->mcofs || !e->snaps || !snaps || !map)
-		goto fail;
-	err = t->read(t->read_ctx, snap, snaps, (size_t)e->nsnap * lo->snap_size);
-	if (!err && nsnapmap)
-		err = t->read(t->read_ctx, snapmap, map, (size_t)nsnapmap * 4);
-	if (err)
-		goto fail;
+	if (!e->mcofs || !e->snaps)
+		return -ENOMEM;
 	for (i = 0; i < e->nsnap; i++) {
-		const unsigned char *sp = snaps + (size_t)i * lo->snap_size;
+		const unsigned char *sp = d->snaps + (size_t)i * lo->snap_size;
 
 		e->mcofs[i] = (__u16)tr_get(sp, lo->snap_mcofs, 2);
-		tr_decode_snap(t, ir, map, nsnapmap, (__u32)tr_get(sp, lo->snap_mapofs, 4),
-			       (__u32)tr_get(sp, lo->snap_nent, 1), &e->snaps[i]);
+		tr_decode_snap(t, d, (__u32)tr_get(sp, lo->snap_mapofs, 4), (__u32)tr_get(sp, lo->snap_nent, 1),
+			       &e->snaps[i]);
 		e->snaps[i].ref = (__u32)tr_get(sp, lo->snap_ref, 2);
 	}
 	for (i = 0; i < e->nsnap; i++)
-		if (tr_exec_pc(t, e, ir, (__u32)tr_get(hdr, lo->T_nins, 4), tr_get(hdr, lo->T_startpc, 8),
-			       (__u32)tr_get(hdr, lo->T_startins, 4), (__u16)tr_get(hdr, lo->T_root, 2), &bcv, i))
+		if (tr_exec_pc(t, d, &bcv, i))
 			e->snaps[i].ok = 0; /* its bytecode could not be read: not decoded */
-	free(bcv.ins);
-	free(snaps);
-	free(map);
-	e->next = t->b[b];
-	t->b[b] = e;
 	return 0;
-fail:
-	free(snaps);
-	free(map);
-	tr_entry_free(e);
+}
+
+/* Frees what a decode kept for itself. */
+static void tr_dec_done(struct tr_dec *d)
+{
+	free(d->buf);
+	while (d->priv) {
+		struct tr_fact *x = d->priv;
+
+		d->priv = x->next;
+		tr_fact_free(x);
+	}
+}
+
+/* Checks the sizes of a trace header; 0 or -EINVAL. */
+static int tr_hdr_sizes(struct nupp_traces *t, struct tr_dec *d, __u32 nsnap)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+
+	d->nmap = (__u32)tr_get(d->hdr, lo->T_nsnapmap, 4);
+	d->nk = (__u32)tr_get(d->hdr, lo->T_nk, 4);
+	d->nins = (__u32)tr_get(d->hdr, lo->T_nins, 4);
+	if (nsnap > TR_MAX_SNAP || d->nmap > TR_MAX_SNAPMAP || d->nk > d->nins || d->nins > 0x10000)
+		return -EINVAL;
+	return 0;
+}
+
+/* Decodes trace T, read now while it is alive; shared: in the order of the target's
+ * events (see struct tr_dec). */
+static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int shared)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	struct tr_dec d = { 0 };
+	struct tr_entry *e;
+	int err;
+
+	if (lo->T_size > sizeof(d.hdr))
+		return -EOVERFLOW;
+	err = t->read(t->read_ctx, T, d.hdr, lo->T_size);
+	if (err)
+		return err;
+	if (tr_get(d.hdr, lo->T_traceno, 2) != traceno)
+		return -ESTALE;
+	if (tr_alive(t, T, traceno, tr_get(d.hdr, lo->T_mcode, 8)))
+		return 0;
+	e = tr_entry_new(t, T, d.hdr, born);
+	if (!e)
+		return -ENOMEM;
+	d.e = e;
+	d.shared = shared;
+	err = tr_hdr_sizes(t, &d, e->nsnap);
+	if (!err)
+		err = tr_copy(t, &d, tr_get(d.hdr, lo->T_ir, 8), tr_get(d.hdr, lo->T_snap, 8),
+			      tr_get(d.hdr, lo->T_snapmap, 8), e->nsnap);
+	if (!err)
+		err = tr_decode(t, &d);
+	tr_dec_done(&d);
+	if (err) {
+		tr_entry_free(t, e);
+		return err;
+	}
+	e->next = t->b[tr_bucket(T)];
+	t->b[tr_bucket(T)] = e;
+	tr_byno_set(t, e);
+	return 0;
+}
+
+/* Decodes (and caches) trace T now, while it is alive (its luajit:trace_stop event). */
+int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born)
+{
+	return tr_add(t, T, traceno, born, 1);
+}
+
+/* A trace_stop event: keeps the copy BPF made for decoding when a sample needs it; a
+ * trace it could not copy whole is read from the target now. */
+int nupp_traces_add_event(struct nupp_traces *t, const void *data, size_t size)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	const struct nupp_smp_trace_event *ev = data;
+	const size_t head = offsetof(struct nupp_smp_trace_event, data);
+	struct tr_entry *e;
+
+	if (size < sizeof(struct nupp_smp_event))
+		return -EINVAL;
+	if (size < head || ev->size == 0 || ev->size > size - head || ev->size < lo->T_size ||
+	    ev->nfn > NUPP_SMP_TRACE_FNS)
+		return nupp_traces_add(t, ev->h.trace, ev->h.traceno, ev->h.pgen);
+	if (tr_get(ev->data, lo->T_traceno, 2) != ev->h.traceno)
+		return -ESTALE;
+	if (tr_alive(t, ev->h.trace, ev->h.traceno, tr_get(ev->data, lo->T_mcode, 8)))
+		return 0;
+	e = tr_entry_new(t, ev->h.trace, ev->data, ev->h.pgen);
+	if (!e)
+		return -ENOMEM;
+	e->raw = malloc(ev->size);
+	e->fns = malloc((ev->nfn ? ev->nfn : 1) * sizeof(*e->fns));
+	if (!e->raw || !e->fns) {
+		tr_entry_free(t, e);
+		return -ENOMEM;
+	}
+	memcpy(e->raw, ev->data, ev->size);
+	memcpy(e->fns, ev->fn, ev->nfn * sizeof(*e->fns));
+	e->rawsize = ev->size;
+	e->nfn = ev->nfn;
+	e->next = t->b[tr_bucket(e->T)];
+	t->b[tr_bucket(e->T)] = e;
+	tr_byno_set(t, e);
+	return 0;
+}
+
+/* Decodes an entry from its BPF copy (the first sample that needs it). 0 or -errno. */
+static int tr_decode_raw(struct nupp_traces *t, struct tr_entry *e)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	struct tr_dec d = { 0 };
+	__u64 T = e->T, ir, snap, snapmap, irlo, irhi, end = T + e->rawsize;
+	int err;
+
+	memcpy(d.hdr, e->raw, lo->T_size < sizeof(d.hdr) ? lo->T_size : sizeof(d.hdr));
+	d.e = e;
+	/* A trace known dead holds no shared fact (one of its prototypes may be gone). */
+	d.shared = e->hi == TR_ALIVE;
+	d.fns = e->fns;
+	d.nfn = e->nfn;
+	err = tr_hdr_sizes(t, &d, e->nsnap);
+	ir = tr_get(d.hdr, lo->T_ir, 8);
+	snap = tr_get(d.hdr, lo->T_snap, 8);
+	snapmap = tr_get(d.hdr, lo->T_snapmap, 8);
+	irlo = ir + (__u64)d.nk * lo->ir_size;
+	irhi = ir + (__u64)d.nins * lo->ir_size;
+	if (!err && (irlo < T || irhi > end || irlo > irhi || snap < T || snap + (__u64)e->nsnap * lo->snap_size > end ||
+		     snapmap < T || snapmap + (__u64)d.nmap * 4 > end))
+		err = -EINVAL;
+	if (!err) {
+		d.irbuf = e->raw + (irlo - T);
+		d.snaps = e->raw + (snap - T);
+		d.map = (const __u32 *)(e->raw + (snapmap - T));
+		err = tr_decode(t, &d);
+	}
+	tr_dec_done(&d);
+	free(e->raw);
+	free(e->fns);
+	e->raw = NULL;
+	e->fns = NULL;
+	if (err) {
+		free(e->mcofs);
+		free(e->snaps);
+		e->mcofs = NULL;
+		e->snaps = NULL;
+		e->failed = 1;
+	}
 	return err;
 }
 
@@ -547,8 +1093,12 @@ void nupp_traces_kill(struct nupp_traces *t, __u64 T, __u64 gen)
 	 * thousands of traces between two drains). */
 	for (i = T ? (int)tr_bucket(T) : 0; i < (T ? (int)tr_bucket(T) + 1 : TR_BUCKETS); i++)
 		for (struct tr_entry *e = t->b[i]; e; e = e->next)
-			if ((!T || e->T == T) && e->hi == TR_ALIVE)
+			if ((!T || e->T == T) && e->hi == TR_ALIVE) {
 				e->hi = gen > e->lo ? gen : e->lo;
+				tr_entry_release(t, e);
+				if (e->traceno < t->nbyno && t->byno[e->traceno] == e)
+					t->byno[e->traceno] = NULL;
+			}
 }
 
 /* Drops the entries freed at or before generation gen (no later sample saw them). */
@@ -564,7 +1114,7 @@ void nupp_traces_purge(struct nupp_traces *t, __u64 gen)
 
 			if (e->hi != TR_ALIVE && e->hi <= gen) {
 				*pp = e->next;
-				tr_entry_free(e);
+				tr_entry_free(t, e);
 			} else {
 				pp = &e->next;
 			}
@@ -585,8 +1135,11 @@ static struct tr_entry *tr_find(struct nupp_traces *t, const struct nupp_smp_sta
 		for (e = t->b[b]; e; e = e->next) {
 			if (e->T != st->trace || e->traceno != st->traceno || e->mcode != st->mcode)
 				continue;
-			if (e->lo <= st->pgen && st->pgen < e->hi)
-				return e;
+			if (e->lo <= st->pgen && st->pgen < e->hi) {
+				if (e->raw && tr_decode_raw(t, e))
+					return NULL;
+				return e->failed ? NULL : e;
+			}
 			if (e->hi == TR_ALIVE)
 				return NULL; /* alive since after the sample: the one it saw is gone */
 			if (e->hi > end)
@@ -594,7 +1147,7 @@ static struct tr_entry *tr_find(struct nupp_traces *t, const struct nupp_smp_sta
 		}
 		/* Made before we looked: decoded now, if it lives, as the incarnation after
 		 * every freed one of the same identity. */
-		if (pass || st->pgen < end || nupp_traces_add(t, st->trace, st->traceno, end))
+		if (pass || st->pgen < end || tr_add(t, st->trace, st->traceno, end, 0))
 			return NULL;
 	}
 	return NULL;
@@ -620,7 +1173,7 @@ int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, s
 	struct tr_entry *e;
 	const struct tr_snap *sn;
 	int n = (int)st->depth, k, i, si;
-	__u64 pc;
+	__u64 pc, start;
 
 	if (n < 1 || n > max)
 		return -EINVAL;
@@ -636,9 +1189,13 @@ int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, s
 	sn = &e->snaps[si];
 	if (!sn->ok)
 		return -ENOENT;
-	/* The snapshot's slot 0 must be the frame the sample found at jit_base. */
-	if (sn->startpt && sn->startpt != st->frames[0].ptr)
-		return -ESTALE;
+	/* The snapshot's slot 0 must be the frame the sample found at jit_base. It is not
+	 * when the trace links to a trace with another start frame: its tail stores the
+	 * new BASE in jit_base before the jump (lj_asm.c asm_tail_link). The chain from
+	 * jit_base is exact then; this snapshot's frames and leaf are not its. */
+	start = sn->startpt ? sn->startpt : e->start0;
+	if (start && start != st->frames[0].ptr)
+		return n;
 	if (n + sn->nfr > max)
 		return -E2BIG;
 	/* Inner frames first: innermost inlined frame gets the snapshot PC; each frame's

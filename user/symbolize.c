@@ -1104,3 +1104,46 @@ int nupp_sym_stack(struct nupp_sym *s, const struct nupp_smp_frame *f, int n, __
 	*out = str;
 	return 0;
 }
+
+/* The allocation of the incarnation of f->ptr that generation pgen saw, as this
+ * symbolizer holds it: copied from the target while it lives (checked against f's
+ * fingerprint), or sent by its luajit:proto_free event (a large one's copy is cut:
+ * *size says how much). For the trace decoder, which needs the bytecode of a trace's
+ * prototypes after they may have died. 0 or -errno (-ESTALE: not held, cannot be read). */
+int nupp_sym_proto_mem(struct nupp_sym *s, const struct nupp_smp_frame *f, __u64 pgen, const unsigned char **mem,
+		       __u32 *size)
+{
+	struct sym_proto *p;
+	int err;
+
+	for (p = s->protos[sym_bucket(f->ptr)]; p; p = p->next)
+		if (p->pt == f->ptr && p->lo <= pgen && pgen < p->hi)
+			break;
+	if (!p) {
+		__u64 end = sym_proto_end(s, f->ptr);
+
+		if (pgen < end || sym_proto_alive(s, f->ptr))
+			return -ESTALE;
+		p = sym_proto_add(s, f->ptr, end);
+		if (!p)
+			return -ENOMEM;
+	}
+	if (p->unusable || (p->have_fp && !sym_fp_eq(p, f)))
+		return -ESTALE;
+	if (!p->mem) {
+		if (p->hi != SYM_ALIVE)
+			return -ESTALE;
+		err = sym_proto_read(s, p, f);
+		if (err)
+			return err;
+	}
+	if (!p->have_fp) {
+		p->chunk = f->chunkname;
+		p->firstline = f->firstline;
+		p->sizebc = f->sizebc;
+		p->have_fp = true;
+	}
+	*mem = p->mem;
+	*size = p->size;
+	return 0;
+}

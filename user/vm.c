@@ -12,16 +12,28 @@
 
 #include "nupp_internal.h"
 
+/* process_vm_readv calls so far (any thread). */
+static __u64 vm_read_calls;
+
 /* Reads len bytes at addr of pid (process_vm_readv); 0 or -errno. */
 int nupp_vm_read(pid_t pid, __u64 addr, void *buf, size_t len)
 {
 	struct iovec local = { buf, len };
 	struct iovec remote = { (void *)(uintptr_t)addr, len };
-	ssize_t n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
+	ssize_t n;
+
+	__atomic_fetch_add(&vm_read_calls, 1, __ATOMIC_RELAXED);
+	n = process_vm_readv(pid, &local, 1, &remote, 1, 0);
 
 	if (n < 0)
 		return -errno;
 	return (size_t)n == len ? 0 : -EFAULT;
+}
+
+/* process_vm_readv calls made by nupp_vm_read so far. */
+__u64 nupp_vm_read_calls(void)
+{
+	return __atomic_load_n(&vm_read_calls, __ATOMIC_RELAXED);
 }
 
 /* Checks that g is a live global_State of pid: mainthref -> GG.L and L->glref -> g. */

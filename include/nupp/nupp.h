@@ -58,6 +58,9 @@ int nupp_vm_validate(pid_t pid, __u64 g, const struct nupp_lj_layout *lo);
 
 /* Reads len bytes at addr of pid (process_vm_readv); 0 or -errno. */
 int nupp_vm_read(pid_t pid, __u64 addr, void *buf, size_t len);
+/* process_vm_readv calls made by nupp_vm_read since the program started (each one takes
+ * the target's mmap lock: the profiler's cost to its target). */
+__u64 nupp_vm_read_calls(void);
 
 /* Finds the ELF object (path) that holds a LuaJIT VM for an executable about to be
  * run: the executable itself, the libluajit it links, or the interpreter of a "#!"

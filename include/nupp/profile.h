@@ -42,6 +42,11 @@ struct nupp_sample_set {
 	size_t n, cap;
 	__u64 samples;               /* samples reported as stacks (sum of counts) */
 	__u64 lost[NUPP_LOST__MAX];  /* samples not reported, by reason */
+	/* nupp_sample_set_add's index of (zone, stack) -> row: open addressing, slot = row
+	 * index + 1 (0 empty), nslots a power of two. It covers rows [0, nindexed); rows
+	 * added or reordered by other code are indexed again at the next add. */
+	size_t *index;
+	size_t nslots, nindexed;
 };
 
 /* Severity of an abort row; the seed's profile.Severity. Ordered for reports. */

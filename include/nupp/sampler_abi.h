@@ -132,6 +132,36 @@ struct nupp_smp_event {
 	__u64 pgen;
 };
 
+/* NUPP_SMP_EV_TRACE_STOP carries what naming the trace's samples needs, copied by BPF
+ * while the trace is certainly alive (at luajit:trace_stop): the trace itself (GCtrace,
+ * IR, snapshots and snapshot map, one block from T on, lj_trace.c trace_save) and the
+ * identity of the functions of its snapshots' frames. */
+#define NUPP_SMP_TRACE_MAX 24576 /* bytes of the trace copied; a larger one is not copied */
+#define NUPP_SMP_TRACE_FNS 16    /* functions named; more: the rest are not */
+
+/* A function of a trace's frames (a KGC constant in a frame's function slot), or with
+ * fn 0 the trace's start prototype (T->startpt). */
+struct nupp_smp_trace_fn {
+	__u64 fn;        /* GCfunc*, 0: the start prototype */
+	__u64 ptr;       /* LUA: GCproto*; C: lua_CFunction; FF: ffid */
+	__u64 chunkname; /* LUA: the prototype's fingerprint */
+	__s32 firstline;
+	__u32 sizebc;
+	__u32 sizept;    /* LUA: bytes of the prototype's allocation */
+	__u8 kind;       /* enum nupp_smp_frame_kind; 0: not a function, or not readable */
+	__u8 pad[3];
+};
+
+/* The TRACE_STOP event: a struct nupp_smp_event (trace, traceno, mcode, pgen = the
+ * generation the trace was made in), then the copy. */
+struct nupp_smp_trace_event {
+	struct nupp_smp_event h;
+	__u32 size;  /* bytes of data[] sent: the trace from T on; 0: not copied */
+	__u32 nfn;   /* fn[] entries used; NUPP_SMP_TRACE_FNS + 1: more did not fit (the trace is then read from the target) */
+	struct nupp_smp_trace_fn fn[NUPP_SMP_TRACE_FNS];
+	__u8 data[NUPP_SMP_TRACE_MAX];
+};
+
 /* Bytes of a chunk name sent with NUPP_SMP_EV_PROTO_NEW (longer names are cut: they are
  * marked so and never used to name a frame). */
 #define NUPP_SMP_CHUNK_MAX 256

@@ -5,6 +5,7 @@
 
 #include "nupp_check.h"
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "lua.h"
@@ -16,6 +17,7 @@
 #include "lj_jit.h"
 #include "lj_dispatch.h"
 #include "lj_debug.h"
+#include "lj_ir.h"
 
 #include "../../user/sampler_internal.h"
 
@@ -222,6 +224,146 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 }
 END_TEST
 
+/* The trace_stop event BPF makes (bpf/sampler.bpf.c smp_trace_copy), made here from
+ * LuaJIT's own view of trace T: the block from T to the end of its snapshot map, and the
+ * functions of its frames with their prototypes' fingerprints, plus the start prototype. */
+static size_t make_event(GCtrace *T, struct nupp_smp_trace_event *ev)
+{
+	char *end = (char *)(T->snapmap + T->nsnapmap);
+	size_t size = (size_t)(end - (char *)T);
+	SnapNo s;
+	MSize k;
+
+	memset(ev, 0, sizeof(*ev));
+	ck_assert_uint_le(size, sizeof(ev->data));
+	ev->h.kind = NUPP_SMP_EV_TRACE_STOP;
+	ev->h.trace = (__u64)(uintptr_t)T;
+	ev->h.traceno = T->traceno;
+	ev->h.mcode = (__u64)(uintptr_t)T->mcode;
+	ev->size = (__u32)size;
+	memcpy(ev->data, T, size);
+	for (s = 0; s < T->nsnap; s++) {
+		SnapEntry *map = &T->snapmap[T->snap[s].mapofs];
+
+		for (k = 0; k < T->snap[s].nent; k++) {
+			IRRef ref = snap_ref(map[k]);
+			GCfunc *fn;
+			struct nupp_smp_trace_fn *f;
+			__u32 i;
+
+			if (!(map[k] & SNAP_FRAME) || k == 0 || snap_slot(map[k - 1]) != snap_slot(map[k]) - 1)
+				continue;
+			ref = snap_ref(map[k - 1]);
+			if (ref >= REF_BIAS || T->ir[ref].o != IR_KGC || irt_type(T->ir[ref].t) != IRT_FUNC)
+				continue;
+			fn = ir_kfunc(&T->ir[ref]);
+			for (i = 0; i < ev->nfn && ev->fn[i].fn != (__u64)(uintptr_t)fn; i++)
+				;
+			if (i < ev->nfn)
+				continue;
+			ck_assert_uint_lt(ev->nfn, NUPP_SMP_TRACE_FNS);
+			f = &ev->fn[ev->nfn++];
+			f->fn = (__u64)(uintptr_t)fn;
+			if (isluafunc(fn)) {
+				GCproto *pt = funcproto(fn);
+
+				f->kind = NUPP_SMP_LUA;
+				f->ptr = (__u64)(uintptr_t)pt;
+				f->chunkname = (__u64)(uintptr_t)gcref(pt->chunkname);
+				f->firstline = pt->firstline;
+				f->sizebc = pt->sizebc;
+				f->sizept = pt->sizept;
+			} else {
+				f->kind = iscfunc(fn) ? NUPP_SMP_C : NUPP_SMP_FF;
+				f->ptr = iscfunc(fn) ? (__u64)(uintptr_t)fn->c.f : fn->c.ffid;
+			}
+		}
+	}
+	{
+		GCproto *pt = &gcref(T->startpt)->pt;
+		struct nupp_smp_trace_fn *f = &ev->fn[ev->nfn++];
+
+		f->kind = NUPP_SMP_LUA;
+		f->ptr = (__u64)(uintptr_t)pt;
+		f->chunkname = (__u64)(uintptr_t)gcref(pt->chunkname);
+		f->firstline = pt->firstline;
+		f->sizebc = pt->sizebc;
+		f->sizept = pt->sizept;
+	}
+	return offsetof(struct nupp_smp_trace_event, data) + size;
+}
+
+/* A trace kept from its BPF copy names its samples as one read from the live trace does,
+ * with no read of the trace or its functions (they may be gone): only the bytecode of a
+ * prototype a comparison snapshot needs, checked against its fingerprint. */
+START_TEST(trace_copy_names_as_the_live_trace)
+{
+	lua_State *L = luaL_newstate();
+	static struct nupp_smp_trace_event ev;
+	GCproto *phot, *pinner;
+	jit_State *J;
+	GCtrace *T = NULL;
+	struct nupp_traces *live, *copy;
+	struct nupp_smp_stack st;
+	struct nupp_smp_frame a[NUPP_SMP_MAX_DEPTH + 16], b[NUPP_SMP_MAX_DEPTH + 16];
+	size_t size;
+	TraceNo i;
+	SnapNo s;
+	int na, nb, inlined = 0;
+
+	luaL_openlibs(L);
+	ck_assert_int_eq(luaL_loadbuffer(L, chunk, strlen(chunk), "=snaptest"), 0);
+	ck_assert_int_eq(lua_pcall(L, 0, 2, 0), 0);
+	phot = funcproto((GCfunc *)lua_topointer(L, 1));
+	pinner = funcproto((GCfunc *)lua_topointer(L, 2));
+	J = G2J(G(L));
+	for (i = 1; i < J->sizetrace; i++) {
+		GCtrace *t = traceref(J, i);
+
+		if (t && gcref(t->startpt) == obj2gco(phot) && t->linktype == LJ_TRLINK_LOOP)
+			T = t;
+	}
+	ck_assert_msg(T != NULL, "no loop trace for hot()");
+	size = make_event(T, &ev);
+	live = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
+	copy = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
+	ck_assert_int_eq(nupp_traces_add(live, (__u64)(uintptr_t)T, T->traceno, 0), 0);
+	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
+	memset(&st, 0, sizeof(st));
+	st.depth = 1;
+	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
+	st.traceno = T->traceno;
+	st.trace = (__u64)(uintptr_t)T;
+	st.mcode = (__u64)(uintptr_t)T->mcode;
+	st.frames[0] = lua_frame(phot, -1);
+	/* The first sample decodes the copy; afterwards no read is needed at all. */
+	st.mcofs = T->snap[0].mcofs;
+	ck_assert_int_ge(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), 1);
+	fail_reads = 1;
+	for (s = 0; s < T->nsnap; s++) {
+		st.mcofs = T->snap[s].mcofs;
+		fail_reads = 0;
+		na = nupp_traces_expand(live, &st, a, NUPP_SMP_MAX_DEPTH);
+		fail_reads = 1;
+		nb = nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH);
+		ck_assert_int_eq(na, nb);
+		ck_assert_int_ge(nb, 1);
+		ck_assert_mem_eq(a, b, sizeof(a[0]) * nb);
+		inlined += nb == 2 && b[0].ptr == (__u64)(uintptr_t)pinner;
+	}
+	fail_reads = 0;
+	ck_assert_int_gt(inlined, 0);
+	/* The same event again (a duplicate) changes nothing; an event whose copy does not
+	 * hold the trace's number is refused. */
+	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
+	ev.h.traceno++;
+	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), -ESTALE);
+	nupp_traces_free(live);
+	nupp_traces_free(copy);
+	lua_close(L);
+}
+END_TEST
+
 /* Multi-line `if`s taken either way, `while` and `repeat` loops: a comparison's snapshot
  * resumes at the branch the trace does not take; its code executes the comparison. */
 static const char *chunk_if =
@@ -324,4 +466,5 @@ START_TEST(comparison_snapshots_name_the_comparison)
 END_TEST
 
 NUPP_CHECK_MAIN("snapshot", 0, false, false, snap_search_is_rightmost_le,
-		trace_snapshots_give_lines_and_inlined_frames, comparison_snapshots_name_the_comparison)
+		trace_snapshots_give_lines_and_inlined_frames, trace_copy_names_as_the_live_trace,
+		comparison_snapshots_name_the_comparison)

@@ -104,6 +104,103 @@ START_TEST(root_cuts_below_outermost_frame_and_merges)
 }
 END_TEST
 
+/* A synthetic stack of row i: distinct for every i, 6 frames, sharing prefixes. */
+static void synth_stack(char *buf, size_t size, unsigned i)
+{
+	snprintf(buf, size, "main.lua:main;m%u.lua:a;m%u.lua:b%u;lib.lua:f%u;lib.lua:g;leaf.lua:x%u", i % 7, i % 13,
+		 i % 101, i / 3, i);
+}
+
+/* 100k distinct stacks (each added twice, in two orders, a sort in between and rows in
+ * two zones), every count exact; then the root cut merges them into a few rows. */
+START_TEST(hundred_thousand_distinct_stacks)
+{
+	enum { N = 100000 };
+	struct nupp_sample_set s = { 0 }, out = { 0 };
+	char buf[256];
+	unsigned i;
+	size_t r;
+
+	for (i = 0; i < N; i++) {
+		synth_stack(buf, sizeof(buf), i);
+		add(&s, i % 2 ? "z" : "", buf, i % 5 + 1, 'N');
+	}
+	ck_assert_uint_eq(s.n, N);
+	nupp_sample_set_sort(&s); /* the index must follow the rows */
+	for (i = N; i-- > 0;) {
+		synth_stack(buf, sizeof(buf), i);
+		add(&s, i % 2 ? "z" : "", buf, 1, 'I');
+	}
+	/* the same stack in another zone is another row */
+	synth_stack(buf, sizeof(buf), 7);
+	add(&s, "other", buf, 1000, 'C');
+	ck_assert_uint_eq(s.n, N + 1);
+	for (r = 0; r < s.n; r++) {
+		const struct nupp_sample_row *row = &s.rows[r];
+
+		if (strcmp(row->zone_path, "other") == 0) {
+			ck_assert_uint_eq(row->count, 1000);
+			continue;
+		}
+		i = (unsigned)strtoul(strrchr(row->stack, 'x') + 1, NULL, 10);
+		synth_stack(buf, sizeof(buf), i);
+		ck_assert_str_eq(row->stack, buf);
+		ck_assert_str_eq(row->zone_path, i % 2 ? "z" : "");
+		ck_assert_uint_eq(row->compiled, i % 5 + 1);
+		ck_assert_uint_eq(row->interpreted, 1);
+		ck_assert_uint_eq(row->count, i % 5 + 2);
+	}
+	/* sum over i of (i % 5 + 2), and the 1000 */
+	ck_assert_uint_eq(s.samples, (__u64)N / 5 * (2 + 3 + 4 + 5 + 6) + 1000);
+
+	/* no filter: every row copied as it is */
+	ck_assert_int_eq(nupp_sample_set_filter(&s, NULL, NULL, &out), 0);
+	ck_assert_uint_eq(out.n, N + 1);
+	ck_assert_uint_eq(out.samples, s.samples);
+	ck_assert_uint_eq(out.rows[0].count, 1000);
+	nupp_sample_set_free(&out);
+	/* cut at lib.lua: "lib.lua:f<i/3>;lib.lua:g;leaf.lua:x<i>" stays distinct */
+	ck_assert_int_eq(nupp_sample_set_filter(&s, "z", "lib.lua", &out), 0);
+	ck_assert_uint_eq(out.n, N / 2);
+	nupp_sample_set_free(&out);
+	/* cut at leaf.lua: one row per zone and leaf */
+	ck_assert_int_eq(nupp_sample_set_filter(&s, "", "leaf.lua", &out), 0);
+	ck_assert_uint_eq(out.n, N + 1);
+	nupp_sample_set_free(&out);
+	nupp_sample_set_free(&s);
+}
+END_TEST
+
+/* Rows that merge under a root cut: 100k stacks onto 7 rows, counts summed exactly. */
+START_TEST(root_cut_merges_many_rows)
+{
+	enum { N = 100000 };
+	struct nupp_sample_set s = { 0 }, out = { 0 };
+	char buf[128];
+	__u64 want[7] = { 0 };
+	unsigned i, k;
+
+	for (i = 0; i < N; i++) {
+		snprintf(buf, sizeof(buf), "boot%u.lua:main;app.lua:f%u;x.lua:y", i, i % 7);
+		add(&s, "", buf, i % 3 + 1, 'N');
+		want[i % 7] += i % 3 + 1;
+	}
+	ck_assert_int_eq(nupp_sample_set_filter(&s, NULL, "app.lua", &out), 0);
+	ck_assert_uint_eq(out.n, 7);
+	ck_assert_uint_eq(out.samples, s.samples);
+	for (k = 0; k < 7; k++) {
+		snprintf(buf, sizeof(buf), "app.lua:f%u;x.lua:y", k);
+		for (i = 0; i < out.n && strcmp(out.rows[i].stack, buf); i++)
+			;
+		ck_assert_uint_lt(i, out.n);
+		ck_assert_uint_eq(out.rows[i].count, want[k]);
+		ck_assert_uint_eq(out.rows[i].compiled, want[k]);
+	}
+	nupp_sample_set_free(&out);
+	nupp_sample_set_free(&s);
+}
+END_TEST
+
 START_TEST(json_profile_reads_back)
 {
 	struct nupp_sample_set s = { 0 };
@@ -155,8 +252,10 @@ START_TEST(json_profile_reads_back)
 }
 END_TEST
 
-NUPP_CHECK_MAIN("profile", 0, false, false,
+/* 60 s: the 100k-row tests take about a second on a machine shared with builds. */
+NUPP_CHECK_MAIN("profile", 60, false, false,
 		rows_merge_and_sort_by_count,
 		zone_prefix_keeps_the_subtree,
 		root_cuts_below_outermost_frame_and_merges,
+		hundred_thousand_distinct_stacks, root_cut_merges_many_rows,
 		json_profile_reads_back)

@@ -1,0 +1,89 @@
+#!/usr/bin/env bash
+# Benchmark (not a test): what nupp-bpf record costs a real third-party program that
+# compiles, flushes and recompiles traces without pause: Debian's luacheck (lua-check)
+# linting FILES Lua files of Debian's Lua modules under our LuaJIT, --no-cache, at
+# 997 Hz with both channels on (samples and trace aborts).
+# Each pair runs the workload unprofiled and profiled one after the other, the order
+# alternating from pair to pair (the VM's speed drifts). Per pair: wall ratio (the
+# workload's own "elapsed", tests/bench/workloads/luacheck_run.lua), nupp-bpf's own CPU
+# (user + system of `nupp-bpf record` and its child, minus the child's own CPU) as a share
+# of the target's CPU, samples lost (share of samples taken), process_vm_readv calls per
+# second (`nupp-bpf -v`), and the target's voluntary context switches (unprofiled /
+# profiled). The table prints the median over PAIRS pairs.
+# LOAD=busy runs one CPU-bound process per CPU beside the target during every run.
+# usage: sudo tests/bench/bench_luacheck.sh [PAIRS] [FILES]   (from a built tree: build/)
+#        sudo LOAD=busy tests/bench/bench_luacheck.sh 5
+set -euo pipefail
+top=$(cd "$(dirname "$0")/../.." && pwd)
+NUPP=${NUPP_BPF:-$top/build/nupp-bpf}
+LJ=${NUPP_LUAJIT:-$top/build/luajit/bin/luajit}
+PAIRS=${1:-5}
+FILES=${2:-600}
+LOAD=${LOAD:-quiet}
+RUN="$top/tests/bench/workloads/luacheck_run.lua"
+[ "$(id -u)" = 0 ] || { echo "bench: run as root" >&2; exit 1; }
+
+# luacheck and a body of Lua modules to lint (Debian's, installed once).
+pkgs="lua-check lua-penlight lua-ldoc lua-busted lua-luassert lua-http lua-moses lua-nvim lua-inspect
+      lua-lpeg-patterns lua-ljsyscall"
+missing=$(for p in $pkgs; do dpkg -s "$p" >/dev/null 2>&1 || echo "$p"; done)
+if [ -n "$missing" ]; then
+  apt-get install -y --no-install-recommends $missing >/dev/null 2>&1 ||
+    { apt-get update >/dev/null && apt-get install -y --no-install-recommends $missing >/dev/null; }
+fi
+export LUA_PATH='/usr/share/lua/5.1/?.lua;/usr/share/lua/5.1/?/init.lua;;'
+export LUA_CPATH='/usr/lib/x86_64-linux-gnu/lua/5.1/?.so;;'
+tmp=$(mktemp -d)
+busy=()
+stop_busy() { for b in "${busy[@]}"; do kill "$b" 2>/dev/null || true; done; busy=(); }
+trap 'stop_busy; rm -rf "$tmp"' EXIT
+find /usr/share/lua/5.1 /usr/share/lua/5.3 -name '*.lua' | LC_ALL=C sort | head -"$FILES" >"$tmp/files"
+nfiles=$(wc -l <"$tmp/files")
+
+start_busy() {
+  [ "$LOAD" = busy ] || return 0
+  for _ in $(seq "$(nproc)"); do "$LJ" -e 'local x = 0 while true do x = x + 1 end' & busy+=($!); done
+}
+
+val() { awk -v k="$1" '$1 == k {print $2}' "$2"; }
+median() { sort -g | awk '{a[NR]=$1} END {if (!NR) print "nan"; else print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+
+base() {
+  start_busy
+  "$LJ" "$RUN" --no-cache $(cat "$tmp/files") >/dev/null 2>"$tmp/base.err" || true
+  stop_busy
+  grep -q '^elapsed ' "$tmp/base.err" || { cat "$tmp/base.err" >&2; exit 1; }
+}
+
+prof() {
+  start_busy
+  /usr/bin/time -f 'rusage %U %S' -o "$tmp/time" \
+    "$NUPP" -v record -F 997 -o "$tmp/p.json" -- "$LJ" "$RUN" --no-cache $(cat "$tmp/files") \
+    >/dev/null 2>"$tmp/prof.err" || true
+  stop_busy
+  grep -q '^elapsed ' "$tmp/prof.err" && grep -q 'nupp-bpf: wrote' "$tmp/prof.err" ||
+    { grep -v 'drain:\|walk lost\|not named\|prototype event' "$tmp/prof.err" >&2; exit 1; }
+}
+
+: >"$tmp/rows"
+for i in $(seq "$PAIRS"); do
+  if [ $((i % 2)) = 1 ]; then base; prof; else prof; base; fi
+  wall=$(awk -v a="$(val elapsed "$tmp/prof.err")" -v b="$(val elapsed "$tmp/base.err")" 'BEGIN {print a / b}')
+  tcpu=$(val cpu "$tmp/prof.err")
+  ncpu=$(awk -v t="$tcpu" '/^rusage/ {print ($2 + $3 - t) / t * 100}' "$tmp/time")
+  lost=$(awk '/nupp-bpf: wrote/ {for (i = 1; i <= NF; i++) { if ($i == "samples") s = $(i-1); if ($i == "lost") l = $(i+1) }
+              gsub(/[^0-9]/, "", l); print l / (s + l) * 100}' "$tmp/prof.err")
+  reads=$(awk '/process_vm_readv calls/ {print $(NF)}' "$tmp/prof.err" | sed 's,/s,,')
+  echo "$wall $ncpu $lost $reads $(val nvcsw "$tmp/base.err") $(val nvcsw "$tmp/prof.err") \
+$(val elapsed "$tmp/base.err") $(val elapsed "$tmp/prof.err")" >>"$tmp/rows"
+  echo "pair $i: wall x$wall, nupp-bpf CPU $ncpu % of the target's, lost $lost %, $reads reads/s," \
+    "nvcsw $(val nvcsw "$tmp/base.err") -> $(val nvcsw "$tmp/prof.err")" >&2
+  grep -E 'nupp-bpf: (wrote|warning)' "$tmp/prof.err" | sed 's/^/  /' >&2
+done
+
+col() { awk -v c="$1" '{print $c}' "$tmp/rows" | median; }
+echo "luacheck, $nfiles files, --no-cache, 997 Hz, samples + trace aborts, load: $LOAD; median of $PAIRS pairs"
+printf '%-12s %-12s %-10s %-12s %-10s %-14s %-12s\n' "wall ratio" "nupp CPU %" "lost %" "reads/s" \
+  "nvcsw base" "nvcsw profiled" "base wall s"
+printf '%-12.3f %-12.2f %-10.3f %-12.0f %-10.0f %-14.0f %-12.2f\n' "$(col 1)" "$(col 2)" "$(col 3)" \
+  "$(col 4)" "$(col 5)" "$(col 6)" "$(col 7)"

@@ -1,0 +1,67 @@
+#!/usr/bin/env bash
+# nupp-bpf record on a program that fills its machine-code area and flushes every trace
+# in a loop (tests/data/sampler/flush.lua, thousands of traces a second): drains stay
+# bounded in time, so -d 5 ends the recording on time and the first Ctrl-C writes the
+# profile within 1 s of the signal; no trace dies before its samples are named
+# (symbolize losses <= 1 %).
+# Times are taken from nupp-bpf's own stderr lines ("recording ...": attached and
+# sampling; "wrote ...": the profile is on disk), stamped as they arrive. Start-up (BPF
+# verification) and tear-down (uprobe detach) are outside these bounds: see README.
+. "$(dirname "$0")/../support/lib.sh"
+need_root
+
+FLUSH="$NUPP_TEST_DATA/sampler/flush.lua"
+
+now() { cut -d' ' -f1 /proc/uptime; }
+
+# Waits (up to 30 s) until file $1 has a line matching $2; prints the time it saw it.
+seen() {
+  local i
+  for i in $(seq 1500); do
+    grep -q -- "$2" "$1" 2>/dev/null && { now; return 0; }
+    sleep 0.02
+  done
+  fail "no line [$2] in $1"
+}
+
+# symbolize losses and samples of a profile, as "LOST SAMPLES".
+losses() {
+  python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["meta"]; print(m["lost"]["symbolize"], m["samples"])' "$1"
+}
+
+# 1. -d 5: the recording ends 5 s after it began (drains bounded), the profile written.
+"$NUPP_BPF" record -F 997 -d 5 -o "$TMP/d.json" -- "$NUPP_LUAJIT" "$FLUSH" 60 >/dev/null 2>"$TMP/d.err" &
+rec=$!
+t0=$(seen "$TMP/d.err" 'nupp-bpf: recording')
+t1=$(seen "$TMP/d.err" 'nupp-bpf: wrote')
+wait "$rec" || fail "nupp-bpf -d 5 exited with status $?"
+cat "$TMP/d.err"
+t=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
+echo "-d 5: profile written $t s after recording began"
+awk -v t="$t" 'BEGIN {exit !(t >= 4.9 && t <= 6.0)}' || fail "-d 5 wrote its profile after $t s (want 5..6 s)"
+read -r lost samples < <(losses "$TMP/d.json")
+echo "-d 5: $samples samples, symbolize $lost"
+[ "$samples" -gt 200 ] || fail "too few samples ($samples)"
+[ $((lost * 100)) -le "$samples" ] || fail "symbolize losses $lost > 1 % of $samples"
+
+# 2. The first Ctrl-C (SIGINT) writes the profile within 1 s; the command gets the
+# signal too and its status is passed on (LuaJIT's "interrupted!" error: 1).
+"$NUPP_BPF" record -F 997 -o "$TMP/c.json" -- "$NUPP_LUAJIT" "$FLUSH" 60 >/dev/null 2>"$TMP/c.err" &
+rec=$!
+seen "$TMP/c.err" 'nupp-bpf: recording' >/dev/null
+sleep 4
+t0=$(now)
+kill -INT "$rec"
+t1=$(seen "$TMP/c.err" 'nupp-bpf: wrote')
+st=0
+wait "$rec" || st=$?
+cat "$TMP/c.err"
+[ "$st" = 1 ] || fail "nupp-bpf exited with status $st after SIGINT (want 1: the command's)"
+t=$(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.2f", b - a}')
+echo "Ctrl-C: profile written $t s after the signal"
+awk -v t="$t" 'BEGIN {exit !(t <= 1.0)}' || fail "the profile was written $t s after SIGINT (want <= 1 s)"
+read -r lost samples < <(losses "$TMP/c.json")
+echo "Ctrl-C: $samples samples, symbolize $lost"
+[ "$samples" -gt 200 ] || fail "too few samples ($samples)"
+[ $((lost * 100)) -le "$samples" ] || fail "symbolize losses $lost > 1 % of $samples"
+echo PASS

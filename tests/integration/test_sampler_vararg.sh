@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# A compiled loop calling a vararg function that its trace inlines
+# (tests/data/sampler/vararg.lua): the snapshot holds two frames for the call (the
+# call's and the vararg body's, FRAME_VARG); the profile must show the function once,
+# as the interpreter walk does. Named and with --lines: >= 5,000 samples, 0 stacks
+# with a repeated frame, every stack a path of the program's call graph, and the
+# vararg function's own samples on its body lines.
+. "$(dirname "$0")/../support/lib.sh"
+need_root
+
+WL="$NUPP_TEST_DATA/sampler/vararg.lua"
+"$NUPP_BPF" record -q -F 997 -o "$TMP/names.json" -- "$NUPP_LUAJIT" "$WL" 6 >/dev/null
+"$NUPP_BPF" record -q --lines -F 997 -o "$TMP/lines.json" -- "$NUPP_LUAJIT" "$WL" 6 >/dev/null
+
+python3 - "$TMP/names.json" "$TMP/lines.json" <<'PY'
+import json, sys
+
+def load(path):
+    doc = json.load(open(path))
+    rows = [(s["stack"].split(";"), s["count"]) for s in doc["samples"]]
+    total = sum(c for _, c in rows)
+    lost = sum(doc["meta"]["lost"].values())
+    assert total >= 5000, f"{path}: {total} samples (want >= 5000)"
+    assert lost * 200 <= total + lost, f"{path}: {lost} samples lost of {total + lost}"
+    for frames, c in rows:
+        for a, b in zip(frames, frames[1:]):
+            assert a != b, f"{path}: repeated frame {a} in {';'.join(frames)} ({c})"
+    return rows, total
+
+# Names: the call graph is pmain -> main chunk -> var_user -> sum3 (and os.clock); at
+# start-up pmain runs C functions of its own (luaopen_*).
+rows, total = load(sys.argv[1])
+paths = {("pmain",), ("pmain", "vararg.lua:0"), ("pmain", "vararg.lua:0", "os.clock"),
+         ("pmain", "vararg.lua:0", "vararg.lua:var_user"),
+         ("pmain", "vararg.lua:0", "vararg.lua:var_user", "vararg.lua:sum3")}
+sum3 = 0
+for frames, c in rows:
+    startup = len(frames) == 2 and not frames[1].startswith("vararg.lua")
+    assert tuple(frames) in paths or startup, f"not a path of the call graph: {';'.join(frames)} ({c})"
+    if frames[-1] == "vararg.lua:sum3":
+        sum3 += c
+print(f"names: {total} samples, {sum3} in sum3, 0 repeated frames")
+assert sum3 * 100 >= total, f"sum3 has {sum3} of {total} samples: its frames are not decoded"
+
+# Lines: main chunk lines 22-25 (0: its first instruction), var_user 14-20 (its loop 16-18), sum3 7-11 (never 6,
+# the function line a second, unnamed copy of the frame would show).
+rows, total = load(sys.argv[2])
+sum3 = 0
+for frames, c in rows:
+    s = ";".join(frames)
+    assert frames[0] == "pmain" and len(frames) <= 4, s
+    lines = [int(f.split(":")[1]) for f in frames[1:] if f.startswith("vararg.lua:")]
+    if len(lines) >= 1:
+        assert lines[0] == 0 or 21 <= lines[0] <= 25, f"main chunk line in {s}"
+    if len(lines) >= 2:
+        assert 14 <= lines[1] <= 20, f"var_user line in {s}"
+    if len(lines) == 3:
+        assert lines[1] == 17, f"sum3 called from line 17: {s}"
+        assert 7 <= lines[2] <= 11, f"sum3 line in {s}"
+        sum3 += c
+print(f"lines: {total} samples, {sum3} in sum3's body, 0 repeated frames")
+assert sum3 * 100 >= total, f"sum3 has {sum3} of {total} samples"
+PY
+echo PASS
