@@ -22,6 +22,9 @@ struct nupp_profile;
  * text or JSON on f. 0, or 1 after printing the error. */
 int cli_why(const struct nupp_profile *p, bool json, FILE *f);
 
+/* Parses a decimal integer option within [lo, hi]; false on error. */
+bool cli_int(const char *s, long lo, long hi, long *out);
+
 /* Subcommands, one file each (user/cmd_<name>.c). */
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);

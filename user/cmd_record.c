@@ -27,12 +27,17 @@
 
 #define RECORD_DRAIN_MS 200 /* name frames while the target is alive, at this period */
 
+#define RECORD_MAX_OUTPUTS 8
+
 struct record_opts {
 	int freq;
 	int depth;
 	double duration;
-	const char *outputs[4]; /* -o, repeatable: one file per format */
+	const char *outputs[RECORD_MAX_OUTPUTS]; /* -o, repeatable: one file per format */
 	int noutputs;
+	enum nupp_format format; /* -f: the format of every -o (NONE: by extension) */
+	int top;                 /* --top N: print the table after recording */
+	bool full_filenames;
 	const char *aborts_csv;
 	const char *zone;
 	const char *root;
@@ -45,6 +50,8 @@ struct record_opts {
 
 static volatile sig_atomic_t record_stop_sig;
 static bool record_started; /* recording began: a later failure is not doctor's business */
+static volatile sig_atomic_t record_written; /* the outputs are written: a second Ctrl-C exits 0 */
+static volatile pid_t record_child;          /* the command started, interrupted with us */
 
 /* Prints record's usage. */
 static void record_usage(FILE *f)
@@ -61,8 +68,14 @@ static void record_usage(FILE *f)
 		"  -F, --frequency HZ     samples per second per thread (default 99)\n"
 		"      --interval-ms MS   the same as a period (the nupp.profile intervalMs)\n"
 		"  -d, --duration SEC     stop after SEC (default: until the target exits or Ctrl-C)\n"
-		"  -o, --output FILE      .json = nupp profile (default nupp.json); .folded or .txt =\n"
-		"                         collapsed stacks; - = collapsed stacks to stdout; repeatable\n"
+		"  -o, --output FILE      by extension: .json nupp profile (default nupp.json), .svg\n"
+		"                         flame graph, .speedscope.json, .pb.gz pprof, .folded or\n"
+		"                         .txt collapsed stacks, - collapsed stacks to stdout (the\n"
+		"                         command's own stdout then goes to stderr); repeatable\n"
+		"  -f, --format FMT       svg, speedscope, pprof, json, collapsed, top: the format\n"
+		"                         of every -o (e.g. -f svg -o - | ...)\n"
+		"      --top N            print the N hottest functions on stderr at the end\n"
+		"      --full-filenames   name Lua frames by the chunk's full path, not its basename\n"
 		"      --depth N          frames per stack (default and most: 64)\n"
 		"      --lines            name Lua frames module:line (current line)\n"
 		"      --zone PREFIX      keep samples whose zone path starts with PREFIX\n"
@@ -75,9 +88,15 @@ static void record_usage(FILE *f)
 		"                         (each process's rows carry its pid)\n"
 		"      --why              at the end, print the hottest code that ran interpreted and\n"
 		"                         the trace aborts that explain it (on stderr)\n"
-		"  -q, --quiet            print nothing but errors\n\n"
+		"  -q, --quiet            print nothing but errors (no status line, no summary)\n\n"
+		"Each output is written to a temporary file renamed into place: one that fails is\n"
+		"named with the cause, the others are still written, and the exit status is 1.\n"
+		"While recording on a terminal, a status line on stderr shows the elapsed time,\n"
+		"samples, lost samples and trace aborts. The outputs are written before waiting\n"
+		"for the command to exit; a second Ctrl-C then stops it and exits 0.\n\n"
 		"EXAMPLES\n"
 		"  sudo nupp-bpf record -p $(pgrep -n luajit) -d 10 -o app.json\n"
+		"  sudo nupp-bpf record -o app.svg -o app.json --top 15 -- build/luajit/bin/luajit app.lua\n"
 		"  sudo nupp-bpf record -F 999 -o - -- build/luajit/bin/luajit app.lua | flamegraph.pl > app.svg\n"
 		"  sudo nupp-bpf record --aborts aborts.csv -o app.folded -- luajit app.lua\n\n"
 		"OVERHEAD\n"
@@ -93,32 +112,20 @@ static void record_usage(FILE *f)
 /* Parses a decimal integer option within [lo, hi]; false on error. */
 static bool record_int(const char *s, long lo, long hi, long *out)
 {
-	char *end;
-
-	errno = 0;
-	*out = strtol(s, &end, 10);
-	return !errno && end != s && !*end && *out >= lo && *out <= hi;
+	return cli_int(s, lo, hi, out);
 }
 
-/* Output format by file name: 'j' JSON, 'c' collapsed, 0 unknown. */
-static char record_format(const char *path)
+/* The format of output path: forced by -f, else by its extension (NONE: unknown). */
+static enum nupp_format record_format(const struct record_opts *o, const char *path)
 {
-	const char *dot = strrchr(path, '.');
-
-	if (strcmp(path, "-") == 0)
-		return 'c';
-	if (dot && strcmp(dot, ".json") == 0)
-		return 'j';
-	if (dot && (strcmp(dot, ".folded") == 0 || strcmp(dot, ".txt") == 0 || strcmp(dot, ".collapsed") == 0))
-		return 'c';
-	return 0;
+	return o->format ? o->format : nupp_format_by_path(path);
 }
 
 /* Parses record's options; 0, or the exit status for a usage error / --help (-1 = 0). */
 static int record_parse(int argc, char **argv, struct record_opts *o)
 {
 	enum { O_INTERVAL = 256, O_DEPTH, O_LINES, O_ZONE, O_ROOT, O_NOABORTS, O_BENIGN, O_ABORTS, O_MAXSTACKS,
-	       O_SUBPROC, O_WHY };
+	       O_SUBPROC, O_WHY, O_TOP, O_FULLNAMES };
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "frequency", required_argument, NULL, 'F' },
@@ -136,6 +143,9 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 		{ "subprocesses", no_argument, NULL, O_SUBPROC },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "why", no_argument, NULL, O_WHY },
+		{ "format", required_argument, NULL, 'f' },
+		{ "top", required_argument, NULL, O_TOP },
+		{ "full-filenames", no_argument, NULL, O_FULLNAMES },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
 	};
@@ -143,7 +153,7 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 	long v;
 	int c;
 
-	while ((c = getopt_long(argc, argv, "+p:F:d:o:qh", opts, NULL)) != -1) {
+	while ((c = getopt_long(argc, argv, "+p:F:d:o:f:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
 			if (!record_int(optarg, 1, 4194304, &v)) {
@@ -188,11 +198,29 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 			break;
 		}
 		case 'o':
-			if (o->noutputs == 4) {
-				cli_error("at most 4 -o outputs");
+			if (o->noutputs == RECORD_MAX_OUTPUTS) {
+				cli_error("at most %d -o outputs", RECORD_MAX_OUTPUTS);
 				return 2;
 			}
 			o->outputs[o->noutputs++] = optarg;
+			break;
+		case 'f':
+			o->format = nupp_format_by_name(optarg);
+			if (!o->format || o->format == NUPP_FMT_CSV) {
+				cli_error("unknown format '%s': use svg, speedscope, pprof, json, collapsed or top "
+					  "(the abort table: --aborts FILE.csv)", optarg);
+				return 2;
+			}
+			break;
+		case O_TOP:
+			if (!record_int(optarg, 1, 1000000, &v)) {
+				cli_error("invalid --top '%s': expected a number of rows >= 1", optarg);
+				return 2;
+			}
+			o->top = (int)v;
+			break;
+		case O_FULLNAMES:
+			o->full_filenames = true;
 			break;
 		case O_DEPTH:
 			if (!record_int(optarg, 1, NUPP_SMP_MAX_DEPTH, &v)) {
@@ -253,9 +281,10 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 	if (!o->noutputs)
 		o->outputs[o->noutputs++] = "nupp.json";
 	for (c = 0; c < o->noutputs; c++)
-		if (!record_format(o->outputs[c])) {
-			cli_error("unknown output format for '%s': use FILE.json (nupp profile), FILE.folded or "
-				  "FILE.txt (collapsed stacks), or - (collapsed stacks to stdout)",
+		if (!record_format(o, o->outputs[c])) {
+			cli_error("unknown output format for '%s': use FILE.json (nupp profile), FILE.svg (flame "
+				  "graph), FILE.speedscope.json, FILE.pb.gz (pprof), FILE.folded or FILE.txt "
+				  "(collapsed stacks), or - (collapsed stacks to stdout)",
 				  o->outputs[c]);
 			return 2;
 		}
@@ -266,22 +295,13 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 	return 0;
 }
 
-/* Checks that the directory of an output file exists and is writable, so a profile
- * is never recorded only to be lost at the end; 0, or 1 after the error. */
+/* Checks that an output can be written (its folder exists and is writable, it is not a
+ * folder), so a profile is never recorded only to be lost at the end; 0, or 1 after
+ * the error. */
 static int record_check_output(const char *path)
 {
-	char dir[PATH_MAX];
-	const char *slash;
-
-	if (!path || strcmp(path, "-") == 0)
-		return 0;
-	slash = strrchr(path, '/');
-	if (!slash)
-		snprintf(dir, sizeof(dir), ".");
-	else
-		snprintf(dir, sizeof(dir), "%.*s", slash == path ? 1 : (int)(slash - path), path);
-	if (access(dir, W_OK | X_OK) != 0) {
-		cli_error("cannot write %s: %s: %s", path, dir, strerror(errno));
+	if (path && nupp_output_check(path)) {
+		cli_error("%s", nupp_errmsg());
 		return 1;
 	}
 	return 0;
@@ -298,15 +318,20 @@ static int record_check_privileges(void)
 	return 1;
 }
 
-/* Signal handler: first Ctrl-C / SIGTERM asks to stop and write; a second Ctrl-C exits. */
+/* Signal handler: first Ctrl-C / SIGTERM asks to stop and write; a second Ctrl-C exits
+ * (and interrupts the command), with status 0 once the outputs are written. */
 static void record_on_signal(int sig)
 {
 	if (record_stop_sig && sig == SIGINT) {
-		static const char msg[] = "nupp-bpf: interrupted twice, exiting without writing\n";
+		static const char done[] = "\nnupp-bpf: interrupted again: the outputs were already written, "
+					   "exiting\n";
+		static const char lost[] = "\nnupp-bpf: interrupted twice, exiting without writing\n";
 
-		if (write(2, msg, sizeof(msg) - 1) < 0) {
+		if (write(2, record_written ? done : lost, record_written ? sizeof(done) - 1 : sizeof(lost) - 1) < 0) {
 		}
-		_exit(130);
+		if (record_child > 0)
+			kill(record_child, SIGINT);
+		_exit(record_written ? 0 : 130);
 	}
 	record_stop_sig = sig;
 }
@@ -322,6 +347,7 @@ static void record_signals(void)
 	sigaction(SIGINT, &sa, NULL);
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
+	signal(SIGPIPE, SIG_IGN); /* a closed pipe ends that output with a message, not the record */
 }
 
 /* Monotonic seconds. */
@@ -335,7 +361,7 @@ static double record_now(void)
 
 /* Forks the command, blocked on a gate until the probes are attached. Under sudo the
  * child runs as the invoking user. Returns the PID, gate write end in *gate. */
-static pid_t record_spawn(char **cmd, int *gate)
+static pid_t record_spawn(char **cmd, int *gate, bool stdout_to_stderr)
 {
 	int fds[2];
 	pid_t pid;
@@ -352,6 +378,10 @@ static pid_t record_spawn(char **cmd, int *gate)
 		close(fds[1]);
 		signal(SIGINT, SIG_DFL);
 		signal(SIGTERM, SIG_DFL);
+		signal(SIGPIPE, SIG_DFL);
+		/* With -o -, stdout carries only the profile: the command writes to stderr. */
+		if (stdout_to_stderr && dup2(2, 1) < 0)
+			_exit(126);
 		if (read(fds[0], &c, 1) != 1)
 			_exit(127); /* the parent gave up before starting us */
 		if (su && sg && getuid() == 0) {
@@ -390,67 +420,72 @@ static char *record_join(int argc, char **argv)
 	return s;
 }
 
-/* Writes one output file (or stdout for "-"); 0 or 1 after printing the error. */
-static int record_write_one(const char *path, const struct nupp_profile_meta *meta,
-			    const struct nupp_sample_set *set, const struct nupp_abort_set *ab)
+/* Writes every output and the abort CSV, each on its own (one that fails does not
+ * stop the others); failed[i] says which failed (index noutputs: the CSV). Returns
+ * how many failed, after printing each error. */
+static int record_write(const struct record_opts *o, const struct nupp_profile *prof, bool *failed)
 {
-	FILE *f;
-	int err;
+	struct nupp_report_opts ro = { .sz = sizeof(ro), .top = o->top };
+	int i, nfailed = 0;
 
-	if (strcmp(path, "-") == 0) {
-		err = nupp_write_collapsed(set, stdout);
-		if (fflush(stdout) && !err)
-			err = -errno;
-	} else {
-		f = fopen(path, "we");
-		if (!f) {
-			cli_error("cannot write %s: %s", path, strerror(errno));
-			return 1;
+	for (i = 0; i < o->noutputs; i++) {
+		failed[i] = nupp_profile_write_file(prof, o->outputs[i], record_format(o, o->outputs[i]), &ro) != 0;
+		if (failed[i]) {
+			cli_error("%s", nupp_errmsg());
+			nfailed++;
 		}
-		err = record_format(path) == 'j' ? nupp_write_profile_json(meta, set, ab, f)
-						 : nupp_write_collapsed(set, f);
-		if (fclose(f) && !err)
-			err = -errno;
 	}
-	if (err) {
-		cli_error("cannot write %s: %s", path, strerror(-err));
-		return 1;
+	failed[o->noutputs] = o->aborts_csv && nupp_profile_write_file(prof, o->aborts_csv, NUPP_FMT_CSV, &ro);
+	if (failed[o->noutputs]) {
+		cli_error("%s", nupp_errmsg());
+		nfailed++;
 	}
-	return 0;
+	return nfailed;
 }
 
-/* Writes every output and the abort CSV; 0 or 1 after printing the error. */
-static int record_write(const struct record_opts *o, const struct nupp_profile_meta *meta,
-			const struct nupp_sample_set *set, const struct nupp_abort_set *ab)
+/* The current folder, for the file:// hint ("." if unknown). */
+static const char *record_cwd(void)
 {
-	FILE *f;
+	static char cwd[PATH_MAX];
+
+	return getcwd(cwd, sizeof(cwd)) ? cwd : ".";
+}
+
+/* The status line on stderr while recording on a terminal: elapsed, samples, lost,
+ * aborts; rewritten in place (and cleared with done). */
+static void record_status(struct nupp_session *ses, double secs, bool done)
+{
+	struct nupp_trace_counters tc = { 0 };
+	struct nupp_trace *tr = nupp_session_trace(ses);
+	unsigned long long t[9] = { 0 }, lost = 0;
+	struct nupp_profile *p;
 	int i, err;
 
-	for (i = 0; i < o->noutputs; i++)
-		if (record_write_one(o->outputs[i], meta, set, ab))
-			return 1;
-	if (o->aborts_csv) {
-		f = fopen(o->aborts_csv, "we");
-		if (!f) {
-			cli_error("cannot write %s: %s", o->aborts_csv, strerror(errno));
-			return 1;
-		}
-		err = nupp_write_abort_csv(ab, f);
-		if (fclose(f) && !err)
-			err = -errno;
-		if (err) {
-			cli_error("cannot write %s: %s", o->aborts_csv, strerror(-err));
-			return 1;
-		}
+	if (done) {
+		fputs("\r\033[K", stderr);
+		return;
 	}
-	return 0;
+	p = nupp_session_snapshot(ses, &err);
+	if (p) {
+		nupp_profile_totals(p, t);
+		nupp_session_profile_free(p);
+	}
+	for (i = 3; i < 9; i++)
+		lost += t[i];
+	if (tr)
+		nupp_trace_counters(tr, &tc);
+	fprintf(stderr, "\r\033[Knupp-bpf: %.0f s, %llu samples, %llu lost", secs, t[0], lost);
+	if (tr)
+		fprintf(stderr, ", %llu trace aborts", (unsigned long long)tc.total_aborts);
+	fputs(" (Ctrl-C to stop)", stderr);
+	fflush(stderr);
 }
 
-/* Prints the final summary line(s) on stderr. */
+/* Prints the final summary line(s) on stderr: what was written, and what failed. */
 static void record_summary(const struct record_opts *o, const struct nupp_sample_set *set,
-			   const struct nupp_abort_set *ab, double secs)
+			   const struct nupp_abort_set *ab, double secs, const bool *failed)
 {
-	char lost[256] = "";
+	char lost[256] = "", files[1024] = "", bad[1024] = "";
 	__u64 total = 0;
 	int i;
 
@@ -460,18 +495,26 @@ static void record_summary(const struct record_opts *o, const struct nupp_sample
 			snprintf(lost + strlen(lost), sizeof(lost) - strlen(lost), "%s%s %llu", lost[0] ? ", " : "",
 				 nupp_lost_name(i), (unsigned long long)set->lost[i]);
 	}
-	char files[512] = "";
+	for (i = 0; i < o->noutputs; i++) {
+		char *buf = failed[i] ? bad : files;
 
-	for (i = 0; i < o->noutputs; i++)
-		snprintf(files + strlen(files), sizeof(files) - strlen(files), "%s%s", i ? ", " : "",
+		snprintf(buf + strlen(buf), sizeof(files) - strlen(buf), "%s%s", buf[0] ? ", " : "",
 			 strcmp(o->outputs[i], "-") == 0 ? "stdout" : o->outputs[i]);
-	fprintf(stderr, "nupp-bpf: wrote %s: %llu samples in %zu stacks over %.1f s, lost %llu%s%s%s\n",
-		files, (unsigned long long)set->samples, set->n, secs,
-		(unsigned long long)total, lost[0] ? " (" : "", lost, lost[0] ? ")" : "");
+	}
+	fprintf(stderr, "nupp-bpf: %s%s%s%s%s: %llu samples in %zu stacks over %.1f s, lost %llu%s%s%s\n",
+		files[0] ? "wrote " : "", files, files[0] && bad[0] ? "; " : "", bad[0] ? "FAILED to write " : "", bad,
+		(unsigned long long)set->samples, set->n, secs, (unsigned long long)total, lost[0] ? " (" : "", lost,
+		lost[0] ? ")" : "");
 	if (o->aborts)
 		fprintf(stderr, "nupp-bpf: %llu trace aborts, %llu blacklisted, %zu distinct sites%s%s\n",
 			(unsigned long long)ab->total_aborts, (unsigned long long)ab->blacklisted, ab->n,
-			o->aborts_csv ? ", written to " : "", o->aborts_csv ? o->aborts_csv : "");
+			!o->aborts_csv ? "" : failed[o->noutputs] ? ", FAILED to write " : ", written to ",
+			o->aborts_csv ? o->aborts_csv : "");
+	for (i = 0; i < o->noutputs; i++)
+		if (!failed[i] && record_format(o, o->outputs[i]) == NUPP_FMT_SVG && strcmp(o->outputs[i], "-"))
+			fprintf(stderr, "nupp-bpf: open the flame graph in a web browser: xdg-open %s (or file://%s%s%s)\n",
+				o->outputs[i], o->outputs[i][0] == '/' ? "" : record_cwd(), o->outputs[i][0] == '/' ? "" : "/",
+				o->outputs[i]);
 }
 
 /* Prints the kernel cost of the BPF programs (needs kernel.bpf_stats_enabled=1). */
@@ -514,8 +557,9 @@ static int record_run(int argc, char **argv)
 	struct nupp_profile *prof = NULL;
 	char *cmdline = NULL, *target = NULL;
 	int ret = 1, err = 0, gate = -1, pidfd = -1, status = 0, i;
-	bool child_done = false, killed_by_us = false;
-	double t0;
+	bool child_done = false, killed_by_us = false, to_stdout = false, status_line;
+	bool failed[RECORD_MAX_OUTPUTS + 1] = { 0 };
+	double t0, next_status;
 	pid_t pid;
 
 	ret = record_parse(argc, argv, &o);
@@ -526,9 +570,11 @@ static int record_run(int argc, char **argv)
 	record_signals();
 	if (record_check_privileges())
 		return 1;
-	for (i = 0; i < o.noutputs; i++)
+	for (i = 0; i < o.noutputs; i++) {
 		if (record_check_output(o.outputs[i]))
 			return 1;
+		to_stdout |= strcmp(o.outputs[i], "-") == 0;
+	}
 	if (record_check_output(o.aborts_csv))
 		return 1;
 	if (o.pid && kill(o.pid, 0) && errno == ESRCH) {
@@ -564,6 +610,7 @@ static int record_run(int argc, char **argv)
 			.lines = o.lines, .include_benign = o.include_benign, .max_stacks = o.max_stacks,
 			.zone_filter = o.zone, .root = o.root, .drain_ms = RECORD_DRAIN_MS,
 			.subprocesses = o.subprocesses, .command = cmdline, .target = target,
+			.full_filenames = o.full_filenames,
 		};
 
 		ses = nupp_session_open(&so, &err);
@@ -573,7 +620,8 @@ static int record_run(int argc, char **argv)
 		}
 	}
 	if (o.cmd) {
-		pid = record_spawn(o.cmd, &gate);
+		pid = record_spawn(o.cmd, &gate, to_stdout);
+		record_child = pid;
 		if (pid < 0) {
 			cli_error("cannot start %s: %s", o.cmd[0], strerror(errno));
 			goto out;
@@ -600,6 +648,8 @@ static int record_run(int argc, char **argv)
 			o.cmd ? "command, PID" : "PID", (int)pid, o.freq, o.aborts ? " with trace aborts" : "");
 	nupp_session_start(ses);
 	t0 = record_now();
+	next_status = t0 + 1;
+	status_line = !o.quiet && isatty(2);
 	if (gate >= 0) {
 		if (write(gate, "g", 1) != 1) {
 		}
@@ -626,7 +676,13 @@ static int record_run(int argc, char **argv)
 		}
 		if (o.duration > 0 && record_now() - t0 >= o.duration)
 			break;
+		if (status_line && record_now() >= next_status) {
+			record_status(ses, record_now() - t0, false);
+			next_status = record_now() + 1;
+		}
 	}
+	if (status_line)
+		record_status(ses, 0, true);
 	if (record_stop_sig && o.cmd && !child_done)
 		kill(pid, record_stop_sig == SIGHUP ? SIGHUP : record_stop_sig);
 	prof = nupp_session_stop(ses, &err);
@@ -634,33 +690,52 @@ static int record_run(int argc, char **argv)
 		cli_error("reading the profile failed: %s", nupp_errmsg());
 		goto out;
 	}
-	if (o.cmd && !child_done) {
-		if (!record_stop_sig) {
-			kill(pid, SIGTERM); /* the duration ended: stop the command */
-			killed_by_us = true;
-		}
-		waitpid(pid, &status, 0);
-		child_done = true;
+	if (o.cmd && !child_done && !record_stop_sig) {
+		kill(pid, SIGTERM); /* the duration ended: stop the command */
+		killed_by_us = true;
 	}
 	record_warnings(&o, ses);
 	if (o.zone && !nupp_session_zones_seen(ses)) {
 		cli_error("--zone %s matches nothing: %s never loaded nupp.zone, so no sample has a zone path "
 			  "(require(\"nupp.zone\") in the program, or drop --zone); nothing was written",
 			  o.zone, o.cmd ? "the command" : "the process");
+		if (o.cmd && !child_done)
+			waitpid(pid, &status, 0);
 		goto out;
 	}
 	if (o.cmd && !prof->meta.npids && !o.quiet)
 		fprintf(stderr, "nupp-bpf: warning: %s never ran our LuaJIT: nothing was profiled\n", o.cmd[0]);
-	ret = record_write(&o, &prof->meta, &prof->samples, &prof->aborts);
-	if (!ret && !o.quiet)
-		record_summary(&o, &prof->samples, &prof->aborts, prof->meta.duration_sec);
-	if (!ret && o.why)
-		ret = cli_why(prof, false, stderr);
+	ret = record_write(&o, prof, failed) ? 1 : 0;
+	record_written = 1;
+	if (!o.quiet)
+		record_summary(&o, &prof->samples, &prof->aborts, prof->meta.duration_sec, failed);
+	if (o.top) {
+		struct nupp_report_opts ro = { .sz = sizeof(ro), .top = o.top };
+
+		fflush(stderr);
+		if (nupp_profile_write(prof, NUPP_FMT_TOP, &ro, stderr))
+			cli_error("cannot print the top functions: %s", nupp_errmsg());
+	}
+	if (!ret && o.why && cli_why(prof, false, stderr))
+		ret = 1;
 	if (cli_verbose) {
 		record_stats(nupp_session_sampler(ses), nupp_session_trace(ses));
 		fprintf(stderr, "nupp-bpf: target memory reads: %llu process_vm_readv calls, %.0f/s\n",
 			(unsigned long long)nupp_vm_read_calls(),
 			prof->meta.duration_sec > 0 ? nupp_vm_read_calls() / prof->meta.duration_sec : 0.0);
+	}
+	/* The outputs are written before waiting for the command: one that takes its time
+	 * to stop (a compiled loop only sees LuaJIT's SIGINT hook when it leaves the trace)
+	 * loses nothing, and a second Ctrl-C leaves at once. */
+	if (o.cmd && !child_done) {
+		if (waitpid(pid, &status, WNOHANG) == pid)
+			child_done = true;
+		else if (!o.quiet && record_stop_sig == SIGINT)
+			fprintf(stderr, "nupp-bpf: waiting for %s to exit (Ctrl-C again stops it)\n", o.cmd[0]);
+		while (!child_done && waitpid(pid, &status, 0) < 0 && errno == EINTR)
+			;
+		child_done = true;
+		record_child = 0;
 	}
 	if (!ret && o.cmd && child_done && !killed_by_us)
 		ret = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);

@@ -59,16 +59,6 @@ static void report_usage(FILE *f)
 		"  nupp-bpf report app.json -f collapsed | grep -c ';'\n");
 }
 
-/* Parses a positive integer; false on error. */
-static bool report_int(const char *s, long lo, long hi, long *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtol(s, &end, 10);
-	return !errno && end != s && !*end && *out >= lo && *out <= hi;
-}
-
 /* Parses report's options; 0, or the exit status (-1 = 0 after --help). */
 static int report_parse(int argc, char **argv, struct report_opts *o)
 {
@@ -110,7 +100,7 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			o->root = optarg;
 			break;
 		case O_TOP:
-			if (!report_int(optarg, 1, 1000000, &v)) {
+			if (!cli_int(optarg, 1, 1000000, &v)) {
 				cli_error("invalid --top '%s': expected a number of rows >= 1", optarg);
 				return 2;
 			}
@@ -230,6 +220,11 @@ int cmd_report(int argc, char **argv)
 	if (err) {
 		cli_error("%s", nupp_errmsg());
 		return err == -ENOMEM ? 1 : 2;
+	}
+	if (o.ro.lines && !p.meta.lines) {
+		cli_error("%s names functions, not source lines: record it with --lines for a table per line", o.input);
+		nupp_profile_free(&p);
+		return 2;
 	}
 	if (report_filter(&p, &o)) {
 		nupp_profile_free(&p);

@@ -24,6 +24,16 @@ void cli_error(const char *fmt, ...)
 	fputc('\n', stderr);
 }
 
+/* Parses a decimal integer option within [lo, hi]; false on error. */
+bool cli_int(const char *s, long lo, long hi, long *out)
+{
+	char *end;
+
+	errno = 0;
+	*out = strtol(s, &end, 10);
+	return !errno && end != s && !*end && *out >= lo && *out <= hi;
+}
+
 /* libnupp/libbpf print callback, filtered by -v. */
 static int cli_print(enum nupp_log_level level, const char *fmt, va_list ap)
 {

@@ -25,8 +25,6 @@ struct pread {
 	const char *name; /* the file, for messages */
 	struct nupp_profile *p;
 	struct pread_store *st;
-	long *hash; /* (zone, stack) -> row + 1, to merge repeated rows */
-	size_t hcap;
 };
 
 /* -- Freeing -------------------------------------------------------------------- */
@@ -250,86 +248,15 @@ static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
 	return 0;
 }
 
-/* Hash of a row's (zone, stack), FNV-1a. */
-static size_t pread_row_hash(const char *zone, const char *stack)
-{
-	__u64 h = 1469598103934665603ULL;
-
-	for (; *zone; zone++)
-		h = (h ^ (unsigned char)*zone) * 1099511628211ULL;
-	h = (h ^ 0xff) * 1099511628211ULL;
-	for (; *stack; stack++)
-		h = (h ^ (unsigned char)*stack) * 1099511628211ULL;
-	return (size_t)(h ^ (h >> 29));
-}
-
-/* Rebuilds the row hash at twice the size; 0 or -ENOMEM. */
-static int pread_rehash(struct pread *r)
-{
-	struct nupp_sample_set *s = &r->p->samples;
-	size_t cap = r->hcap ? r->hcap * 2 : 1024, i, j;
-	long *h = calloc(cap, sizeof(*h));
-
-	if (!h)
-		return -ENOMEM;
-	for (i = 0; i < s->n; i++) {
-		j = pread_row_hash(s->rows[i].zone_path, s->rows[i].stack) & (cap - 1);
-		while (h[j])
-			j = (j + 1) & (cap - 1);
-		h[j] = (long)i + 1;
-	}
-	free(r->hash);
-	r->hash = h;
-	r->hcap = cap;
-	return 0;
-}
-
-/* Adds the counts of c under (zone, stack), which it takes; 0 or -ENOMEM. */
+/* Adds the counts of c under (c->pid, zone, stack), merged into an equal row, and frees
+ * zone and stack; 0 or -ENOMEM. */
 static int pread_add_row(struct pread *r, char *zone, char *stack, const struct nupp_sample_row *c)
 {
-	struct nupp_sample_set *s = &r->p->samples;
-	struct nupp_sample_row *row;
-	size_t j;
+	int err = nupp_sample_set_add(&r->p->samples, zone, stack, c);
 
-	if ((s->n + 1) * 2 > r->hcap && pread_rehash(r))
-		goto nomem;
-	j = pread_row_hash(zone, stack) & (r->hcap - 1);
-	for (; r->hash[j]; j = (j + 1) & (r->hcap - 1)) {
-		row = &s->rows[r->hash[j] - 1];
-		if (row->pid == c->pid && strcmp(row->stack, stack) == 0 && strcmp(row->zone_path, zone) == 0) {
-			free(zone);
-			free(stack);
-			goto add;
-		}
-	}
-	if (s->n == s->cap) {
-		size_t cap = s->cap ? s->cap * 2 : 64;
-		struct nupp_sample_row *nr = realloc(s->rows, cap * sizeof(*nr));
-
-		if (!nr)
-			goto nomem;
-		s->rows = nr;
-		s->cap = cap;
-	}
-	row = &s->rows[s->n];
-	memset(row, 0, sizeof(*row));
-	row->pid = c->pid;
-	row->zone_path = zone;
-	row->stack = stack;
-	r->hash[j] = (long)++s->n;
-add:
-	row->count += c->count;
-	row->compiled += c->compiled;
-	row->interpreted += c->interpreted;
-	row->ccode += c->ccode;
-	row->collecting += c->collecting;
-	row->compiling += c->compiling;
-	s->samples += c->count;
-	return 0;
-nomem:
 	free(zone);
 	free(stack);
-	return -ENOMEM;
+	return err;
 }
 
 /* Reads one sample row (index i). */
@@ -469,8 +396,12 @@ static int pread_collapsed(struct pread *r, const char *buf, size_t len)
 		if (le > line && le[-1] == '\r')
 			le--;
 		snprintf(where, sizeof(where), "line %zu", lineno);
-		if (le == line) {
-			line = nl ? nl + 1 : end;
+		const char *q = line;
+
+		while (q < le && (*q == ' ' || *q == '\t'))
+			q++;
+		if (q == le) {
+			line = nl ? nl + 1 : end; /* a blank line */
 			continue;
 		}
 		if (memchr(line, 0, (size_t)(le - line)))
@@ -509,8 +440,9 @@ static int pread_collapsed(struct pread *r, const char *buf, size_t len)
 
 /* -- Entry points ----------------------------------------------------------------- */
 
-/* Reads a profile, JSON or collapsed by its first non-blank byte, from buf[0..len). */
-static int pread_buf(const char *buf, size_t len, const char *name, struct nupp_profile *p)
+/* Reads a profile from buf[0..len): JSON or collapsed by its first non-blank byte, or
+ * collapsed stacks whatever it starts with. */
+static int pread_buf(const char *buf, size_t len, const char *name, struct nupp_profile *p, bool collapsed)
 {
 	struct pread r = { .name = name, .p = p };
 	size_t i = 0;
@@ -523,7 +455,7 @@ static int pread_buf(const char *buf, size_t len, const char *name, struct nupp_
 	p->meta_store = r.st;
 	while (i < len && (buf[i] == ' ' || buf[i] == '\t' || buf[i] == '\n' || buf[i] == '\r'))
 		i++;
-	if (i < len && buf[i] == '{') {
+	if (!collapsed && i < len && buf[i] == '{') {
 		json_error_t jerr;
 		json_t *doc = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &jerr);
 
@@ -536,10 +468,11 @@ static int pread_buf(const char *buf, size_t len, const char *name, struct nupp_
 		}
 	} else {
 		err = pread_collapsed(&r, buf, len);
-		if (!err && !p->samples.n && i == len)
-			err = nupp_fail(-EINVAL, "%s: empty: neither a nupp profile nor collapsed stacks", name);
+		if (!err && !p->samples.n)
+			err = nupp_fail(-EINVAL, "%s: %s", name,
+					i == len ? "empty: neither a nupp profile nor collapsed stacks"
+						 : "no stack with a sample in these collapsed stacks");
 	}
-	free(r.hash);
 	if (err == -ENOMEM)
 		nupp_fail(err, "%s: out of memory", name);
 	if (err)
@@ -588,7 +521,7 @@ int nupp_profile_read(FILE *f, const char *name, struct nupp_profile *p)
 
 	if (err)
 		return nupp_fail(err, "cannot read %s: %s", name, strerror(-err));
-	err = pread_buf(buf, len, name, p);
+	err = pread_buf(buf, len, name, p, false);
 	free(buf);
 	return err;
 }
@@ -609,8 +542,14 @@ int nupp_profile_read_file(const char *path, struct nupp_profile *p)
 	return err;
 }
 
-/* Reads from memory (the fuzz targets' entry). */
+/* Reads from memory. */
 int nupp_profile_read_mem(const void *buf, size_t len, const char *name, struct nupp_profile *p)
 {
-	return pread_buf(buf, len, name, p);
+	return pread_buf(buf, len, name, p, false);
+}
+
+/* Reads collapsed stacks from memory, whatever the first byte. */
+int nupp_rread_collapsed(const void *buf, size_t len, const char *name, struct nupp_profile *p)
+{
+	return pread_buf(buf, len, name, p, true);
 }

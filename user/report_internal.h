@@ -99,4 +99,10 @@ struct nupp_rfunc {
 int nupp_rfuncs(const struct nupp_sample_set *s, struct nupp_rframes *frames, struct nupp_rfunc **out,
 		size_t *n);
 
+/* -- Reading (user/profile_read.c) --------------------------------------------------- */
+
+/* Reads buf[0..len) as collapsed stacks whatever its first byte (the fuzz target's way
+ * into that reader); as nupp_profile_read_mem otherwise. */
+int nupp_rread_collapsed(const void *buf, size_t len, const char *name, struct nupp_profile *p);
+
 #endif /* NUPP_REPORT_INTERNAL_H */

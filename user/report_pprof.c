@@ -2,6 +2,7 @@
  * protobuf-c): sample types samples/count and cpu/nanoseconds, a function and a location
  * per frame, labels for the zone path and the VM state. */
 #include <errno.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <zlib.h>
@@ -110,8 +111,9 @@ static void pprof_sample(struct pprof *pp, const struct nupp_sample_row *r, __u6
 		pp->err = -ENOMEM;
 		return;
 	}
-	s->value[0] = (int64_t)n;
-	s->value[1] = (int64_t)n * period;
+	s->value[0] = n > INT64_MAX ? INT64_MAX : (int64_t)n;
+	/* cpu/nanoseconds, saturated (a profile read from a file may hold any count) */
+	s->value[1] = period && s->value[0] > INT64_MAX / period ? INT64_MAX : s->value[0] * period;
 	l = &pp->labels[pp->nsamples * 2];
 	perftools__profiles__label__init(&l[0]);
 	perftools__profiles__label__init(&l[1]);
@@ -269,7 +271,8 @@ int nupp_write_pprof(const struct nupp_profile *p, FILE *f)
 		pp.prof.function = fnp;
 		pp.prof.n_string_table = pp.strings.n;
 		pp.prof.string_table = pp.strings.names;
-		pp.prof.duration_nanos = (int64_t)(p->meta.duration_sec * 1e9);
+		pp.prof.duration_nanos = p->meta.duration_sec * 1e9 < 9e18 ? (int64_t)(p->meta.duration_sec * 1e9)
+									     : INT64_MAX;
 		pp.prof.period_type = &period_type;
 		pp.prof.period = period ? period : 1;
 		pp.prof.n_comment = 2;

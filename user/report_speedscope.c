@@ -1,5 +1,5 @@
 /* speedscope's file format (https://www.speedscope.app/file-format-schema.json): one
- * "sampled" profile of the process, its stacks as indices into shared frames. */
+ * "sampled" profile per process, their stacks as indices into shared frames. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -51,8 +51,8 @@ static json_t *sscope_frames(const struct nupp_rframes *t)
 	return arr;
 }
 
-/* The profile's name: "PID 123: command". */
-static json_t *sscope_name(const struct nupp_profile *p)
+/* A profile's name: "PID 123: command" (pid 0: the processes of the meta). */
+static json_t *sscope_name(const struct nupp_profile *p, pid_t pid)
 {
 	const char *cmd = p->meta.target ? p->meta.target : p->meta.command ? p->meta.command : "";
 	char *d = nupp_rtext_display_dup(cmd);
@@ -60,8 +60,10 @@ static json_t *sscope_name(const struct nupp_profile *p)
 
 	if (!d)
 		return NULL;
-	if (p->meta.npids == 1)
-		v = json_sprintf("PID %d%s%s", (int)p->meta.pids[0], d[0] ? ": " : "", d);
+	if (!pid && p->meta.npids == 1)
+		pid = p->meta.pids[0];
+	if (pid)
+		v = json_sprintf("PID %d%s%s", (int)pid, d[0] ? ": " : "", d);
 	else if (p->meta.npids > 1)
 		v = json_sprintf("%d processes%s%s", p->meta.npids, d[0] ? ": " : "", d);
 	else
@@ -70,74 +72,120 @@ static json_t *sscope_name(const struct nupp_profile *p)
 	return v;
 }
 
-/* Writes the speedscope file. */
-int nupp_write_speedscope(const struct nupp_profile *p, FILE *f)
+/* The "sampled" profile of the rows of process pid: stacks as frame indices, weights
+ * in seconds (samples / rate), or in samples when the rate is unknown. */
+static json_t *sscope_profile(const struct nupp_profile *p, pid_t pid, struct nupp_rframes *frames)
 {
 	const struct nupp_sample_set *s = &p->samples;
-	struct nupp_rframes frames = { 0 };
-	json_t *doc = json_object(), *prof = json_object(), *samples = json_array(), *weights = json_array();
-	json_t *profiles = json_array(), *shared = json_object();
+	json_t *prof = json_object(), *samples = json_array(), *weights = json_array();
 	double hz = p->meta.frequency_hz, total = 0;
 	size_t i;
-	int err = !doc || !prof || !samples || !weights || !profiles || !shared;
+	int err = !prof || !samples || !weights;
 
 	for (i = 0; !err && i < s->n; i++) {
 		const struct nupp_sample_row *r = &s->rows[i];
 		const char *fr = r->stack;
-		json_t *st = json_array();
 		double w = hz > 0 ? (double)r->count / hz : (double)r->count;
+		json_t *st;
 
-		if (!r->count) {
-			json_decref(st);
+		if (!r->count || r->pid != pid)
 			continue;
-		}
+		st = json_array();
 		err = !st;
 		while (!err && *fr) {
 			size_t len = strcspn(fr, ";");
-			long id = nupp_rframes_intern(&frames, fr, len);
+			long id = nupp_rframes_intern(frames, fr, len);
 
 			err = id < 0 || json_array_append_new(st, json_integer(id));
 			fr += len;
 			if (*fr)
 				fr++;
 		}
-		err = err || json_array_append_new(samples, st) || json_array_append_new(weights, json_real(w));
-		if (err)
+		if (err || json_array_append_new(samples, st)) {
 			json_decref(st);
+			err = 1;
+			break;
+		}
+		err = json_array_append_new(weights, json_real(w));
 		total += w;
 	}
-	err = err || json_object_set_new(shared, "frames", sscope_frames(&frames));
 	err = err || json_object_set_new(prof, "type", json_string("sampled"));
-	err = err || json_object_set_new(prof, "name", sscope_name(p));
+	err = err || json_object_set_new(prof, "name", sscope_name(p, pid));
 	err = err || json_object_set_new(prof, "unit", json_string(hz > 0 ? "seconds" : "none"));
 	err = err || json_object_set_new(prof, "startValue", json_integer(0));
 	err = err || json_object_set_new(prof, "endValue", json_real(total));
-	err = err || json_object_set_new(prof, "samples", samples);
-	samples = NULL;
-	err = err || json_object_set_new(prof, "weights", weights);
-	weights = NULL;
-	err = err || json_array_append_new(profiles, prof);
-	prof = NULL;
+	if (!err) {
+		err = json_object_set_new(prof, "samples", samples);
+		samples = NULL;
+	}
+	if (!err) {
+		err = json_object_set_new(prof, "weights", weights);
+		weights = NULL;
+	}
+	if (!err)
+		return prof;
+	json_decref(samples);
+	json_decref(weights);
+	json_decref(prof);
+	return NULL;
+}
+
+/* qsort order of pids. */
+static int sscope_cmp_pid(const void *a, const void *b)
+{
+	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Writes the speedscope file: one profile per process, frames shared. */
+int nupp_write_speedscope(const struct nupp_profile *p, FILE *f)
+{
+	const struct nupp_sample_set *s = &p->samples;
+	struct nupp_rframes frames = { 0 };
+	json_t *doc = json_object(), *profiles = json_array(), *shared = json_object();
+	pid_t *pids = malloc((s->n ? s->n : 1) * sizeof(*pids));
+	size_t i, npids = 0;
+	int err = !doc || !profiles || !shared || !pids;
+
+	/* The distinct processes of the rows, in pid order (one profile if none has rows). */
+	for (i = 0; !err && i < s->n; i++)
+		if (s->rows[i].count)
+			pids[npids++] = s->rows[i].pid;
+	if (!err)
+		qsort(pids, npids, sizeof(*pids), sscope_cmp_pid);
+	for (i = 0; !err && i < (npids ? npids : 1); i++) {
+		json_t *prof;
+
+		if (npids && i && pids[i] == pids[i - 1])
+			continue;
+		prof = sscope_profile(p, npids ? pids[i] : 0, &frames);
+		err = !prof || json_array_append_new(profiles, prof);
+	}
+	err = err || json_object_set_new(shared, "frames", sscope_frames(&frames));
 	err = err || json_object_set_new(doc, "$schema", json_string("https://www.speedscope.app/file-format-schema.json"));
 	err = err || json_object_set_new(doc, "exporter", json_sprintf("nupp-bpf@%s", nupp_version()));
-	err = err || json_object_set_new(doc, "name", sscope_name(p));
+	err = err || json_object_set_new(doc, "name", sscope_name(p, 0));
 	err = err || json_object_set_new(doc, "activeProfileIndex", json_integer(0));
-	err = err || json_object_set_new(doc, "shared", shared);
-	shared = NULL;
-	err = err || json_object_set_new(doc, "profiles", profiles);
-	profiles = NULL;
+	/* json_object_set_new takes the value, set or not. */
+	if (!err) {
+		err = json_object_set_new(doc, "shared", shared);
+		shared = NULL;
+	}
+	if (!err) {
+		err = json_object_set_new(doc, "profiles", profiles);
+		profiles = NULL;
+	}
 	if (!err)
 		err = json_dumpf(doc, f, JSON_COMPACT | JSON_PRESERVE_ORDER) ? -EIO : 0;
 	else
 		err = nupp_fail(-ENOMEM, "out of memory");
 	if (!err && fputc('\n', f) == EOF)
 		err = -EIO;
-	json_decref(samples);
-	json_decref(weights);
-	json_decref(prof);
 	json_decref(profiles);
 	json_decref(shared);
 	json_decref(doc);
+	free(pids);
 	nupp_rframes_free(&frames);
 	return err;
 }

@@ -33,24 +33,24 @@ function describe(i) {
 
 // Places frame i at x, width w (pixels) with label, VM-state strip and abort mark.
 function place(i, x, w) {
-  var g = frames[i], c = g.children, f = F[i], k, sx = x, known = 0;
-  c[0].setAttribute("x", x.toFixed(2));
-  c[0].setAttribute("width", Math.max(w - 0.5, 0).toFixed(2));
-  c[1].setAttribute("x", (x + 3).toFixed(2));
-  c[1].textContent = fit(f[0], w);
-  for (k = 0; k < 5; k++) known += f[4 + k];
-  for (var j = 2; j < c.length; j++) {
-    var e = c[j];
-    if (e.getAttribute("class") === "a") {
-      e.setAttribute("transform", "translate(" + (x + w - 0.5).toFixed(2) + ",0)");
-      e.style.display = w >= 8 ? "" : "none";
-    } else {
-      k = +e.getAttribute("data-k");
-      var before = 0;
-      for (var m = 0; m < k; m++) before += f[4 + m];
-      e.setAttribute("x", (x + w * before / f[2]).toFixed(2));
-      e.setAttribute("width", Math.max(w * f[4 + k] / f[2] - 0.5, 0).toFixed(2));
-    }
+  var g = frames[i], f = F[i], r = g.querySelector("rect"), t = g.querySelector("text"), k, m, e, j;
+  r.setAttribute("x", x.toFixed(2));
+  r.setAttribute("width", Math.max(w - 0.5, 0).toFixed(2));
+  t.setAttribute("x", (x + 3).toFixed(2));
+  t.textContent = fit(f[0], w);
+  var strip = g.querySelectorAll("rect[data-k]");
+  for (j = 0; j < strip.length; j++) {
+    e = strip[j];
+    k = +e.getAttribute("data-k");
+    var before = 0;
+    for (m = 0; m < k; m++) before += f[4 + m];
+    e.setAttribute("x", (x + w * before / f[2]).toFixed(2));
+    e.setAttribute("width", Math.max(w * f[4 + k] / f[2] - 0.5, 0).toFixed(2));
+  }
+  e = g.querySelector("path.a");
+  if (e) {
+    e.setAttribute("transform", "translate(" + (x + w - 0.5).toFixed(2) + ",0)");
+    e.style.display = w >= 8 ? "" : "none";
   }
 }
 
@@ -87,7 +87,7 @@ function search(term) {
     try { re = new RegExp(term); } catch (e) { re = new RegExp(term.replace(/[.*+?^${}()|[\]\\]/g, "\\$&")); }
   }
   for (i = 0; i < F.length; i++) {
-    var r = frames[i].children[0], hit = re && F[i][0].charAt(0) !== "\u2026" && re.test(F[i][0]);
+    var r = frames[i].querySelector("rect"), hit = re && F[i][0].charAt(0) !== "\u2026" && re.test(F[i][0]);
     r.setAttribute("fill", hit ? M.searchColor : r.getAttribute("data-fill"));
     if (hit) spans.push([F[i][1], F[i][1] + F[i][2]]);
   }
@@ -123,7 +123,7 @@ function init() {
     if (!g.querySelector("title")) {
       var t = document.createElementNS("http://www.w3.org/2000/svg", "title");
       t.textContent = describe(i);
-      g.insertBefore(t, g.firstChild);
+      g.appendChild(t);
     }
     details.nodeValue = describe(i).split("\n").slice(0, 2).join(": ");
   });

@@ -243,6 +243,8 @@ struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int
 		if (opts->max_stacks)
 			s->opts.max_stacks = opts->max_stacks;
 		s->opts.lines = opts->lines;
+		if (opts->sz >= offsetof(struct nupp_sampler_opts, full_filenames) + sizeof(opts->full_filenames))
+			s->opts.full_filenames = opts->full_filenames;
 	}
 	if (s->opts.freq_hz < 1 || s->opts.depth < 1 || s->opts.depth > NUPP_SMP_MAX_DEPTH) {
 		e = nupp_fail(-EINVAL, "invalid sampler options: frequency %d Hz, depth %d (1..%d)", s->opts.freq_hz,
@@ -477,8 +479,11 @@ static int smp_target_ready(struct nupp_sampler *s, struct smp_target *t)
 		t->lo = p.lo;
 		t->have_layout = 1;
 	}
-	if (!t->sym)
+	if (!t->sym) {
 		t->sym = nupp_sym_new(t->pid, &t->lo, s->opts.lines, smp_read, (void *)(long)t->pid);
+		if (t->sym)
+			nupp_sym_set_full_filenames(t->sym, s->opts.full_filenames);
+	}
 	if (!t->traces)
 		t->traces = nupp_traces_new(&t->lo, smp_read, (void *)(long)t->pid);
 	if (t->traces && t->sym)

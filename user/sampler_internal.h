@@ -54,6 +54,8 @@ void nupp_sym_purge(struct nupp_sym *s, __u64 pgen);
 /* The process's VMs (global_State addresses): a string is read from the target only
  * while none of them is sweeping (-EAGAIN: try later). */
 void nupp_sym_set_vms(struct nupp_sym *s, const __u64 *g, int n);
+/* Names modules by the chunk's full path ("@/a/b/c.lua" -> "/a/b/c.lua") instead. */
+void nupp_sym_set_full_filenames(struct nupp_sym *s, bool on);
 /* The allocation (*mem, *size bytes: a freed prototype's copy may be cut) of the
  * incarnation of f->ptr that generation pgen saw, copied from the target while it lives
  * or from its free event; 0 or -errno. */

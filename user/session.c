@@ -115,6 +115,9 @@ struct nupp_session *nupp_session_open(const struct nupp_session_opts *opts, int
 	s->sock = -1;
 	s->o = *opts;
 	s->o.sz = sizeof(s->o);
+	/* Fields after target only when the caller's struct has them (older callers). */
+	if (opts->sz < offsetof(struct nupp_session_opts, full_filenames) + sizeof(opts->full_filenames))
+		s->o.full_filenames = false;
 	if (!s->o.freq_hz)
 		s->o.freq_hz = SES_DEFAULT_FREQ;
 	if (!s->o.depth)
@@ -136,7 +139,8 @@ struct nupp_session *nupp_session_open(const struct nupp_session_opts *opts, int
 	}
 	if (opts->samples) {
 		struct nupp_sampler_opts so = { .sz = sizeof(so), .freq_hz = s->o.freq_hz, .depth = s->o.depth,
-						.lines = s->o.lines, .max_stacks = s->o.max_stacks };
+						.lines = s->o.lines, .max_stacks = s->o.max_stacks,
+						.full_filenames = s->o.full_filenames };
 
 		s->smp = nupp_sampler_open(&so, &e);
 		if (!s->smp)
@@ -961,6 +965,7 @@ static struct nupp_profile *ses_profile(struct nupp_session *s, bool filter, int
 	p->meta.zone_filter = s->zone_filter;
 	p->meta.root = s->root;
 	p->meta.lines = s->o.lines;
+	p->meta.full_filenames = s->o.full_filenames;
 	return p;
 }
 
@@ -1123,22 +1128,11 @@ void nupp_profile_totals(const struct nupp_profile *p, unsigned long long totals
 		totals[3 + j] = p->samples.lost[j];
 }
 
-/* Writes the nupp profile JSON document of p to path ("-": stdout). */
+/* Writes the nupp profile JSON document of p to path ("-": stdout), atomically: a
+ * temporary file renamed into place, so a failed write leaves nothing half-written. */
 int nupp_profile_write_json(const struct nupp_profile *p, const char *path)
 {
-	FILE *f = strcmp(path, "-") == 0 ? stdout : fopen(path, "we");
-	int e;
-
-	if (!f)
-		return nupp_fail(-errno, "cannot write %s: %s", path, strerror(errno));
-	e = nupp_write_profile_json(&p->meta, &p->samples, &p->aborts, f);
-	if (f == stdout) {
-		if (fflush(f) && !e)
-			e = -errno;
-	} else if (fclose(f) && !e) {
-		e = -errno;
-	}
-	return e ? nupp_fail(e, "cannot write %s: %s", path, strerror(-e)) : 0;
+	return nupp_profile_write_file(p, path, NUPP_FMT_JSON, NULL);
 }
 
 /* -- Availability ------------------------------------------------------------------ */

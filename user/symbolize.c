@@ -83,6 +83,7 @@ struct sym_cfunc {
 struct nupp_sym {
 	pid_t pid;
 	bool lines;
+	bool full_filenames; /* modules are the chunk's full path, not jit.p's basename */
 	struct nupp_lj_layout lo;
 	nupp_read_fn read;
 	void *read_ctx;
@@ -266,11 +267,19 @@ void nupp_sym_module(const char *chunk, char *buf, size_t size)
 
 static __u64 sym_u64(const struct sym_proto *p, size_t ofs);
 
+/* Names modules by the chunk's full path ("@/a/b/c.lua" -> "/a/b/c.lua") or not. */
+void nupp_sym_set_full_filenames(struct nupp_sym *s, bool on)
+{
+	s->full_filenames = on;
+}
+
 /* Sets the module of a chunk name (a bytecode builtin's as lj_debug.c:557-562 does). */
-static void sym_set_module(struct sym_proto *p, const char *chunk)
+static void sym_set_module(const struct nupp_sym *s, struct sym_proto *p, const char *chunk)
 {
 	if (p->firstline == -1)
 		snprintf(p->module, sizeof(p->module), "[builtin:%.*s]", (int)sizeof(p->module) - 11, chunk);
+	else if (s->full_filenames && (chunk[0] == '@' || chunk[0] == '='))
+		snprintf(p->module, sizeof(p->module), "%s", chunk + 1);
 	else
 		nupp_sym_module(chunk, p->module, sizeof(p->module));
 	p->have_module = true;
@@ -410,7 +419,7 @@ static struct sym_proto *sym_proto(struct nupp_sym *s, const struct nupp_smp_fra
 		if (*err)
 			return NULL;
 		p->firstline = f->firstline;
-		sym_set_module(p, chunk);
+		sym_set_module(s, p, chunk);
 		p->live_module = true;
 		p->live_drain = s->drain;
 	}
@@ -452,7 +461,7 @@ int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 f
 	if (len == full && len < sizeof(buf)) {
 		memcpy(buf, name, len);
 		buf[len] = 0;
-		sym_set_module(p, buf);
+		sym_set_module(s, p, buf);
 	}
 	return 0;
 }

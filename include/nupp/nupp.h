@@ -136,6 +136,7 @@ struct nupp_session_opts {
 	bool subprocesses;     /* follow every descendant that runs our LuaJIT */
 	const char *command;   /* meta: the command line that made the profile */
 	const char *target;    /* meta: the profiled command line (NULL for a running PID) */
+	bool full_filenames;   /* Lua frames name the chunk's full path, not jit.p's basename */
 };
 
 /* Loads the channels' BPF programs. NULL and *err = -errno on failure; nupp_errmsg()

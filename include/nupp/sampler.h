@@ -19,6 +19,7 @@ struct nupp_sampler_opts {
 	int depth;          /* frames per stack (default 64) */
 	bool lines;         /* name Lua frames module:line (current line) instead of module:name */
 	__u32 max_stacks;   /* size of the counts map (default 16384) */
+	bool full_filenames; /* modules are the chunk's full path, not jit.p's basename */
 };
 
 /* Loads the sampler BPF programs and opens one CPU-clock event per online CPU.

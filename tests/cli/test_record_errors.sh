@@ -22,7 +22,7 @@ expect_error 2 "nothing to record" -o x.json
 expect_error 2 "give either -p PID or -- COMMAND" -p 1 -- true
 expect_error 1 "no such process" -p 4194303
 # Unwritable outputs are refused before anything is recorded.
-expect_error 1 "cannot write /nonexistent/dir/p.json: /nonexistent/dir: No such file or directory" \
+expect_error 1 "cannot write /nonexistent/dir/p.json: the folder /nonexistent/dir does not exist" \
   -o /nonexistent/dir/p.json -p 4194303
 expect_error 1 "cannot write /nonexistent/a.csv" --aborts /nonexistent/a.csv -p 4194303
 sleep 30 & sleeper=$!
