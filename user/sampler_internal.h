@@ -54,6 +54,10 @@ void nupp_sym_purge(struct nupp_sym *s, __u64 pgen);
 /* The process's VMs (global_State addresses): a string is read from the target only
  * while none of them is sweeping (-EAGAIN: try later). */
 void nupp_sym_set_vms(struct nupp_sym *s, const __u64 *g, int n);
+struct nupp_addrmap;
+/* Names C functions with this address map of the process (borrowed; by default the
+ * symbolizer reads the process's mappings itself). */
+void nupp_sym_set_addrmap(struct nupp_sym *s, struct nupp_addrmap *a);
 /* Module of a chunk name as jit.p prints it: "@a/b/c.lua" -> "c.lua", "=x" -> "x",
  * anything else -> "[string]". */
 void nupp_sym_module(const char *chunk, char *buf, size_t size);

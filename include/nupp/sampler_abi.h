@@ -6,11 +6,17 @@
 
 #include "nupp/lj_layout.h"
 
-#define NUPP_SMP_MAX_DEPTH 64    /* frames per stack, a power of two (index masking) */
+#define NUPP_SMP_MAX_DEPTH 256   /* frames per stack at most, a power of two (index masking) */
+#define NUPP_SMP_DEFAULT_DEPTH 64 /* frames per stack by default */
 #define NUPP_SMP_MAX_VMS 8       /* VMs per process */
 #define NUPP_SMP_MAX_CORO 4      /* coroutine levels chained through resume/wrap */
 #define NUPP_SMP_MAX_TARGETS 64  /* processes sampled at once */
-#define NUPP_SMP_MAX_THREADS 4096 /* thread -> VM cache (multi-VM processes) */
+#define NUPP_SMP_MAX_THREADS 4096 /* thread -> VM and thread -> stack caches */
+#define NUPP_SMP_MAX_CPUS 1024   /* CPUs (in-flight markers), a power of two */
+/* The counts, stacks, host and loss maps come in two buffers: BPF counts into buffer
+ * (epoch & 1), userspace flips the epoch, waits until no sample of the old buffer is in
+ * flight, and reads and empties the old buffer while nothing writes it. */
+#define NUPP_SMP_NBUF 2
 
 /* Indexes of the lost counters; equal to enum nupp_lost (checked in user/sampler.c). */
 #define NUPP_SMP_LOST_NO_VM 0
@@ -26,6 +32,7 @@ enum nupp_smp_frame_kind {
 	NUPP_SMP_FF = 2,   /* ptr = ffid of a builtin ("fast function") */
 	NUPP_SMP_C = 3,    /* ptr = lua_CFunction address */
 	NUPP_SMP_CORO = 4, /* separator: frames below belong to the resumer; ptr = coroutine L */
+	NUPP_SMP_HOST = 5, /* native code outside every VM; ptr = user IP (userspace only) */
 };
 
 /* One frame, innermost first in a stack. */
@@ -47,6 +54,11 @@ struct nupp_smp_frame {
 #define NUPP_SMP_F_LBASE 8u   /* started from L->base (after another start failed) */
 #define NUPP_SMP_F_RBP 16u    /* started from rbp (INTERP in a C helper) */
 #define NUPP_SMP_F_STRICT 32u /* INTERP outside registers mode: leaf matched rbx */
+#define NUPP_SMP_F_CUT 64u    /* deeper than the depth: the leaf-most frames are kept */
+/* INTERP in a C helper the interpreter called (IP outside its code, the return address
+ * below its C frame inside it): started from L->base with SAVE_PC; callsite is that
+ * return address, and userspace keeps the stack only if that call site syncs both. */
+#define NUPP_SMP_F_HELPER 128u
 
 /* A walked stack, the value of the stacks map (keyed by its 64-bit hash). */
 struct nupp_smp_stack {
@@ -59,7 +71,25 @@ struct nupp_smp_stack {
 	/* The process's prototype generation when sampled (nupp_smp_proc.pgen): names each
 	 * GCproto* of the frames as the incarnation alive then (part of the stack hash). */
 	__u64 pgen;
+	__u64 callsite; /* flags & HELPER: return address into the interpreter */
 	struct nupp_smp_frame frames[NUPP_SMP_MAX_DEPTH];
+};
+
+/* Bytes of a stack value with room for depth frames (the stacks maps' value size). */
+#define NUPP_SMP_STACK_SIZE(depth) \
+	(sizeof(struct nupp_smp_stack) - sizeof(struct nupp_smp_frame) * (NUPP_SMP_MAX_DEPTH - (depth)))
+
+/* A CPU's in-flight marker (odd while a sample runs there), one cache line each. */
+struct nupp_smp_inflight {
+	__u64 n;
+	__u64 pad[7];
+};
+
+/* Key of the host maps: a sample of native code outside every VM (value: __u64 count). */
+struct nupp_smp_host_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 ip; /* user instruction pointer */
 };
 
 /* The five states of a sample (seed: profile.Sample). */
