@@ -556,6 +556,77 @@ int BPF_USDT(nupp_smp_proto_new, __u64 g, __u64 pt)
 	return 0;
 }
 
+/* Constants of a dying prototype being copied (bpf_loop state; the bytes used so far
+ * are kept in b->h.size, map memory, so every iteration verifies alike). */
+struct smp_kstr_ctx {
+	struct smp_proto_buf *b;
+	struct nupp_smp_proc *p;
+	__u64 k;
+};
+
+/* bpf_loop callback: copies string constant i (the GCRef at k[-1 - i]). */
+static long smp_kstr_cb(__u32 i, void *data)
+{
+	struct smp_kstr_ctx *c = data;
+	struct nupp_smp_kstr e = {};
+	__u64 ref = 0;
+	__u32 len = 0, n, at = c->b->h.size;
+	__u8 gct = 0;
+
+	if (at >= NUPP_SMP_KSTR_DATA - sizeof(e) - NUPP_SMP_KSTR_LEN)
+		return 1; /* full: used stays below NUPP_SMP_KSTR_DATA */
+	if (bpf_probe_read_user(&ref, 8, (const void *)(c->k - 8ull * (i + 1))) || !ref ||
+	    bpf_probe_read_user(&gct, 1, (const void *)(ref + c->p->lo.pt_gct)) || gct != c->p->lo.gct_str ||
+	    bpf_probe_read_user(&len, 4, (const void *)(ref + c->p->lo.str_len)))
+		return 0;
+	n = len < NUPP_SMP_KSTR_LEN ? len : NUPP_SMP_KSTR_LEN;
+	n &= 127;
+	at &= NUPP_SMP_KSTR_DATA - 1;
+	if (n && bpf_probe_read_user(&c->b->data[at + sizeof(e)], n, (const void *)(ref + c->p->lo.str_size)))
+		return 0;
+	e.idx = (__u16)i;
+	e.len = (__u8)n;
+	e.whole = len <= NUPP_SMP_KSTR_LEN;
+	__builtin_memcpy(&c->b->data[at], &e, sizeof(e));
+	c->b->h.size = at + sizeof(e) + n;
+	return 0;
+}
+
+/* Is g no longer open in the process (its lua_close has begun)? */
+static __always_inline int smp_vm_gone(struct nupp_smp_proc *p, __u64 g)
+{
+	__u32 i, n = p->nvm;
+
+	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
+		if (i >= n)
+			break;
+		if (p->g[i] == g)
+			return 0;
+	}
+	return 1;
+}
+
+/* Sends the string constants of a prototype of a closing VM (b held its free event). */
+static __always_inline void smp_kstr(struct smp_proto_buf *b, struct nupp_smp_proc *p, __u64 pt)
+{
+	struct smp_kstr_ctx c = { .b = b, .p = p };
+	__u32 nk = 0, used;
+
+	if (bpf_probe_read_user(&c.k, 8, (const void *)(pt + p->lo.pt_k)) || !c.k ||
+	    bpf_probe_read_user(&nk, 4, (const void *)(pt + p->lo.pt_sizekgc)))
+		return;
+	b->h.size = 0;
+	bpf_loop(nk < NUPP_SMP_KSTR_N ? nk : NUPP_SMP_KSTR_N, smp_kstr_cb, &c, 0);
+	used = b->h.size & (NUPP_SMP_KSTR_DATA - 1);
+	if (!used)
+		return;
+	b->h.kind = NUPP_SMP_EV_PROTO_KSTR;
+	b->h.full = nk;
+	b->h.size = used;
+	/* Lost (ring buffer full): the names these gave are refused, as before. */
+	bpf_ringbuf_output(&events, b, sizeof(b->h) + used, smp_proto_wakeup());
+}
+
 /* luajit:proto_free(g, pt): a prototype dies. Its generation ends (samples taken before saw
  * this incarnation); its allocation, intact until after this probe, is sent as it is; and
  * every frame cache entry is dropped (the memory may hold another prototype next). */
@@ -586,8 +657,12 @@ int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 		goto lost;
 	b->h.full = sizept;
 	b->h.size = n;
-	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup()) == 0)
+	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup()) == 0) {
+		/* lua_close: the strings its constants name die after every prototype. */
+		if (smp_vm_gone(p, g))
+			smp_kstr(b, p, pt);
 		return 0;
+	}
 lost:
 	/* Userspace cannot tell which prototype died at gen: it starts over. */
 	__sync_fetch_and_add(&p->nlost, 1);

@@ -151,7 +151,9 @@ static void smp_on_proto(struct nupp_sampler *s, struct smp_target *t, const str
 		t->reset = 1; /* a free not recorded is a lost free: start over at the drain */
 		return;
 	}
-	if (ev->kind == NUPP_SMP_EV_PROTO_NEW)
+	if (ev->kind == NUPP_SMP_EV_PROTO_KSTR)
+		e = nupp_sym_kstrs(t->sym, ev->pt, ev->pgen, data, ev->size);
+	else if (ev->kind == NUPP_SMP_EV_PROTO_NEW)
 		e = nupp_sym_born(t->sym, ev->pt, ev->pgen, ev->chunkname, ev->firstline, ev->sizebc, data, ev->size,
 				  ev->full);
 	else
@@ -185,7 +187,8 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 	t = smp_target(s, (pid_t)ev->tgid);
 	if (!t)
 		return;
-	if (ev->kind == NUPP_SMP_EV_PROTO_NEW || ev->kind == NUPP_SMP_EV_PROTO_FREE) {
+	if (ev->kind == NUPP_SMP_EV_PROTO_NEW || ev->kind == NUPP_SMP_EV_PROTO_FREE ||
+	    ev->kind == NUPP_SMP_EV_PROTO_KSTR) {
 		smp_on_proto(s, t, data, size);
 		return;
 	}

@@ -39,6 +39,9 @@ int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 f
  * cut if size < sizept. */
 int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
 		   const void *mem, __u32 size, __u32 sizept);
+/* The string constants of pt as it died at generation pgen (struct nupp_smp_kstr
+ * entries, size bytes): a closing VM's, copied before its strings were freed. */
+int nupp_sym_kstrs(struct nupp_sym *s, __u64 pt, __u64 pgen, const void *data, __u32 size);
 /* Free events were lost, all at generations <= pgen (the process's generation now):
  * forgets every record, refuses stacks up to pgen, names later ones afresh. */
 void nupp_sym_reset(struct nupp_sym *s, __u64 pgen);

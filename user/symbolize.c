@@ -585,6 +585,38 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 	return 0;
 }
 
+/* The string constants of pt as it died at generation pgen (a closing VM's). */
+int nupp_sym_kstrs(struct nupp_sym *s, __u64 pt, __u64 pgen, const void *data, __u32 size)
+{
+	const unsigned char *q = data, *end = q + size;
+	struct sym_proto *p = sym_proto_newest(s, pt);
+	struct nupp_smp_kstr e;
+	struct sym_kstr_entry *ne;
+
+	/* The record its free event (sent just before) ended. */
+	if (!p || p->hi == SYM_ALIVE || p->hi != (pgen > p->lo ? pgen : p->lo + 1))
+		return -ENOENT;
+	while (q + sizeof(e) <= end) {
+		memcpy(&e, q, sizeof(e));
+		q += sizeof(e);
+		if (q + e.len > end)
+			break;
+		if (e.whole) {
+			ne = realloc(p->kstr, (p->nkstr + 1) * sizeof(*ne));
+			if (!ne)
+				return -ENOMEM;
+			p->kstr = ne;
+			ne[p->nkstr].idx = e.idx;
+			ne[p->nkstr].drain = 0; /* copied as it died: valid whatever the drain */
+			ne[p->nkstr].str = strndup((const char *)q, e.len);
+			if (ne[p->nkstr].str)
+				p->nkstr++;
+		}
+		q += e.len;
+	}
+	return 0;
+}
+
 /* Drops the incarnations that died at or before generation pgen. */
 void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
 {

@@ -145,6 +145,10 @@ enum nupp_smp_event_kind {
 	NUPP_SMP_EV_TRACE_FLUSH,
 	NUPP_SMP_EV_PROTO_NEW,  /* struct nupp_smp_proto_event + the chunk name */
 	NUPP_SMP_EV_PROTO_FREE, /* struct nupp_smp_proto_event + the prototype's allocation */
+	/* After a PROTO_FREE of a closing VM (lua_close frees prototypes before strings):
+	 * struct nupp_smp_proto_event + its string constants (struct nupp_smp_kstr each),
+	 * so functions named by a constant of a caller are named after the process exits. */
+	NUPP_SMP_EV_PROTO_KSTR,
 };
 
 struct nupp_smp_event {
@@ -168,6 +172,16 @@ struct nupp_smp_event {
 /* Bytes of a prototype's allocation (sizept) sent with NUPP_SMP_EV_PROTO_FREE; a power of
  * two. A larger prototype's copy is cut: what lies beyond cannot name a frame. */
 #define NUPP_SMP_PT_MAX 16384
+
+/* A string constant in a NUPP_SMP_EV_PROTO_KSTR event: len bytes of it follow. */
+struct nupp_smp_kstr {
+	__u16 idx;  /* constant index: the GCRef at k[-1 - idx] (proto_kgc(pt, ~idx)) */
+	__u8 len;   /* bytes sent */
+	__u8 whole; /* 1 if the string is len bytes long (else it was cut: unusable) */
+};
+#define NUPP_SMP_KSTR_LEN 96   /* bytes of a constant sent at most */
+#define NUPP_SMP_KSTR_N 128    /* constants of a prototype looked at */
+#define NUPP_SMP_KSTR_DATA 4096 /* bytes of entries per event */
 
 /* A prototype created or freed; data[size] follows the header. */
 struct nupp_smp_proto_event {
