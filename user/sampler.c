@@ -232,6 +232,12 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 	}
 }
 
+/* Frames BPF walks: the depth, and one more (its caller names the outermost kept). */
+static __u32 smp_walk_depth(const struct nupp_sampler *s)
+{
+	return s->opts.depth < NUPP_SMP_MAX_DEPTH ? (__u32)s->opts.depth + 1 : NUPP_SMP_MAX_DEPTH;
+}
+
 /* Loads the sampler and opens one CPU-clock event per online CPU. */
 struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int *err)
 {
@@ -272,7 +278,9 @@ struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int
 		nupp_fail(e, "cannot open the sampler BPF object: %s", strerror(-e));
 		goto fail;
 	}
-	s->skel->rodata->max_depth = (__u32)s->opts.depth;
+	/* One frame more than kept when it fits: the outermost frame kept is named by its
+	 * caller, as it would be in a stack that is not cut. */
+	s->skel->rodata->max_depth = smp_walk_depth(s);
 	{
 		struct bpf_map *maps[] = { s->skel->maps.stacks0, s->skel->maps.stacks1, s->skel->maps.counts0,
 					   s->skel->maps.counts1,  s->skel->maps.hosts0,  s->skel->maps.hosts1 };
@@ -280,8 +288,8 @@ struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int
 		for (i = 0; i < (int)NUPP_ARRAY_SIZE(maps); i++)
 			bpf_map__set_max_entries(maps[i], max_stacks);
 		/* A stack value holds the frames of the depth asked for, no more. */
-		bpf_map__set_value_size(s->skel->maps.stacks0, NUPP_SMP_STACK_SIZE(s->opts.depth));
-		bpf_map__set_value_size(s->skel->maps.stacks1, NUPP_SMP_STACK_SIZE(s->opts.depth));
+		bpf_map__set_value_size(s->skel->maps.stacks0, NUPP_SMP_STACK_SIZE(smp_walk_depth(s)));
+		bpf_map__set_value_size(s->skel->maps.stacks1, NUPP_SMP_STACK_SIZE(smp_walk_depth(s)));
 	}
 	/* The USDT programs are attached per binary by nupp_sampler_watch/add_pid. */
 	e = sampler_bpf__load(s->skel);
@@ -599,7 +607,7 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 	struct nupp_smp_frame fr[NUPP_SMP_MAX_DEPTH + 64];
 	struct smp_target *t = smp_target(s, (pid_t)r->key.tgid);
 	char *str;
-	int n, e;
+	int n, e, keep;
 
 	free(r->stack);
 	r->stack = NULL;
@@ -617,12 +625,21 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 		r->lost_reason = NUPP_LOST_TRUNCATED;
 		return;
 	}
-	/* Inlined frames may make it deeper than the depth: keep the leaf-most. */
+	/* Deeper than the depth (the extra frame walked, inlined frames): the leaf-most are
+	 * kept, the outermost of them named by its caller, which is dropped. */
+	keep = n;
 	if (n > s->opts.depth) {
-		n = s->opts.depth;
+		keep = s->opts.depth;
+		n = keep + 1;
 		r->cut = true;
 	}
 	e = n < 0 ? n : nupp_sym_stack(t->sym, fr, n, r->st->pgen, &r->stack);
+	if (!e && n > keep) {
+		char *semi = strchr(r->stack, ';');
+
+		memmove(r->stack, semi ? semi + 1 : r->stack + strlen(r->stack),
+			strlen(semi ? semi + 1 : r->stack + strlen(r->stack)) + 1);
+	}
 	if (e == -EAGAIN) {
 		r->stack = NULL;
 		r->lost_reason = SMP_ROW_WAIT;
@@ -959,8 +976,8 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 			out->lost[NUPP_LOST_SYMBOLIZE] += smp_total(&row->c);
 			continue;
 		}
-		if (st->depth > (__u32)s->opts.depth)
-			st->depth = (__u32)s->opts.depth;
+		if (st->depth > smp_walk_depth(s))
+			st->depth = smp_walk_depth(s);
 		used = offsetof(struct nupp_smp_stack, frames) + st->depth * sizeof(st->frames[0]);
 		row->st = malloc(used);
 		if (!row->st) {
