@@ -149,7 +149,7 @@ struct {
 /* Samples lost in the walk, by (mode, walker source line): for diagnosis. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 4096);
+	__uint(max_entries, 16384); /* (mode, iter > 0, walker line < 2048) */
 	__type(key, __u32);
 	__type(value, __u64);
 } lost_where SEC(".maps");
@@ -354,7 +354,7 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	if (s->w.result == NUPP_WALK_NOT_RUNNING)
 		return smp_host(buf, tgid, r.ip); /* this thread does not run the VM now */
 	if (s->w.result != NUPP_WALK_DONE) {
-		__u32 where = (s->w.mode * 1024 + (s->w.iter ? 512 : 0) + s->w.why) & 4095;
+		__u32 where = (((s->w.mode * 2 + (s->w.iter ? 1 : 0)) << 11) | (s->w.why & 2047)) & 16383;
 		__u64 *n = bpf_map_lookup_elem(&lost_where, &where);
 
 		if (n)

@@ -36,7 +36,7 @@ struct record_opts {
 	const char *aborts_csv;
 	const char *zone;
 	const char *root;
-	bool lines, quiet, aborts, include_benign;
+	bool lines, quiet, aborts, include_benign, lua_only;
 	__u32 max_stacks;
 	pid_t pid;
 	char **cmd;
@@ -61,7 +61,10 @@ static void record_usage(FILE *f)
 		"  -d, --duration SEC     stop after SEC (default: until the target exits or Ctrl-C)\n"
 		"  -o, --output FILE      .json = nupp profile (default nupp.json); .folded or .txt =\n"
 		"                         collapsed stacks; - = collapsed stacks to stdout; repeatable\n"
-		"      --depth N          frames per stack (default and most: 64)\n"
+		"      --depth N          frames per stack, 1..256 (default 64); a deeper stack keeps\n"
+		"                         its leaf-most N frames under a [truncated] root frame\n"
+		"      --lua-only         leave out host code (the [host];<function> rows: threads\n"
+		"                         and moments outside Lua; meta.hostSamples still counts them)\n"
 		"      --lines            name Lua frames module:line (current line)\n"
 		"      --zone PREFIX      keep samples whose zone path starts with PREFIX\n"
 		"      --root MODULE      cut each stack below the outermost frame of MODULE\n"
@@ -111,7 +114,7 @@ static char record_format(const char *path)
 /* Parses record's options; 0, or the exit status for a usage error / --help (-1 = 0). */
 static int record_parse(int argc, char **argv, struct record_opts *o)
 {
-	enum { O_INTERVAL = 256, O_DEPTH, O_LINES, O_ZONE, O_ROOT, O_NOABORTS, O_BENIGN, O_ABORTS, O_MAXSTACKS };
+	enum { O_INTERVAL = 256, O_DEPTH, O_LINES, O_ZONE, O_ROOT, O_NOABORTS, O_BENIGN, O_ABORTS, O_MAXSTACKS, O_LUAONLY };
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "frequency", required_argument, NULL, 'F' },
@@ -126,6 +129,7 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 		{ "include-benign", no_argument, NULL, O_BENIGN },
 		{ "aborts", required_argument, NULL, O_ABORTS },
 		{ "max-stacks", required_argument, NULL, O_MAXSTACKS },
+		{ "lua-only", no_argument, NULL, O_LUAONLY },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "help", no_argument, NULL, 'h' },
 		{ 0 },
@@ -194,6 +198,9 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 			break;
 		case O_LINES:
 			o->lines = true;
+			break;
+		case O_LUAONLY:
+			o->lua_only = true;
 			break;
 		case O_ZONE:
 			o->zone = optarg;
@@ -539,7 +546,7 @@ static int record_binary(const struct record_opts *o, char *bin, size_t size)
 
 int cmd_record(int argc, char **argv)
 {
-	struct record_opts o = { .freq = 99, .depth = 64, .aborts = true };
+	struct record_opts o = { .freq = 99, .depth = NUPP_SMP_DEFAULT_DEPTH, .aborts = true };
 	struct nupp_sample_set raw = { 0 }, set = { 0 };
 	struct nupp_abort_set ab = { 0 };
 	struct nupp_sampler *smp = NULL;
@@ -571,7 +578,7 @@ int cmd_record(int argc, char **argv)
 
 	{
 		struct nupp_sampler_opts so = { .sz = sizeof(so), .freq_hz = o.freq, .depth = o.depth,
-						.lines = o.lines, .max_stacks = o.max_stacks };
+						.lines = o.lines, .max_stacks = o.max_stacks, .lua_only = o.lua_only };
 
 		smp = nupp_sampler_open(&so, &err);
 		if (!smp) {
@@ -681,6 +688,8 @@ int cmd_record(int argc, char **argv)
 		cli_error("out of memory");
 		goto out;
 	}
+	set.host_samples = raw.host_samples;
+	set.cut_samples = raw.cut_samples;
 	nupp_abort_set_sort(&ab);
 	{
 		struct nupp_profile_meta m = {

@@ -784,7 +784,7 @@ static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n
 static void smp_lost_where(struct nupp_sampler *s, int ncpu, const __u64 *zero)
 {
 	int fd = bpf_map__fd(s->skel->maps.lost_where);
-	__u32 nkeys = 4096, *keys = calloc(nkeys, sizeof(*keys)), out_batch = 0, r;
+	__u32 nkeys = 16384, *keys = calloc(nkeys, sizeof(*keys)), out_batch = 0, r;
 	__u64 *all = calloc((size_t)nkeys * ncpu, sizeof(*all));
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
 
@@ -801,7 +801,7 @@ static void smp_lost_where(struct nupp_sampler *s, int ncpu, const __u64 *zero)
 		if (!tot)
 			continue;
 		nupp_pr(NUPP_DEBUG, "walk lost %llu samples: mode %u iter>0 %u, include/nupp/walk.h:%u\n",
-			(unsigned long long)tot, keys[r] / 1024, (keys[r] / 512) & 1, keys[r] % 512);
+			(unsigned long long)tot, keys[r] >> 12, (keys[r] >> 11) & 1, keys[r] & 2047);
 		bpf_map_update_elem(fd, &keys[r], zero, BPF_ANY);
 	}
 	free(keys);
@@ -1026,7 +1026,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	if (e)
 		goto out;
 	/* Where walks failed (mode, walker source line), for -v diagnosis: read in one
-	 * batch (4096 keys x CPUs), and only the counters that moved are zeroed. */
+	 * batch (16384 keys x CPUs), and only the counters that moved are zeroed. */
 	memset(vals, 0, ncpu * sizeof(*vals));
 	smp_lost_where(s, ncpu, vals);
 	for (i = 0; i < (size_t)s->ntargets; i++) {

@@ -990,8 +990,11 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	 * except in the few helpers called without a sync, where rbp holds BASE. */
 	w->mode = NUPP_WALK_MEM;
 	w->strict = vms == lo->vmst_interp;
+	/* ... and in the interpreter right after such a helper returns, before BASE is
+	 * restored from rbp (lj_BC_LEN: `call extern lj_tab_len` .. `mov BASE, RB`). */
 	if (how == NUPP_WALK_BASE_RBP ||
-	    (how == NUPP_WALK_BASE_AUTO && w->strict && (r->ip < lo->vm_begin || r->ip >= lo->vm_end))) {
+	    (how == NUPP_WALK_BASE_AUTO && w->strict &&
+	     (r->ip < lo->vm_begin || r->ip >= lo->vm_end || r->rdx <= w->bot || r->rdx > top))) {
 		base = r->rbp;
 		w->st.flags = NUPP_SMP_F_RBP;
 	} else {
