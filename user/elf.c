@@ -324,17 +324,31 @@ void nupp_addrmap_free(struct nupp_addrmap *a)
 	free(a);
 }
 
-/* Reads the process's mappings again (kept as they were if it is gone); 0 or -errno. */
+/* Reads the process's mappings again (kept as they were if it is gone); 0 or -errno.
+ * Earlier mappings that no new one overlaps are kept after the new ones, so code that
+ * ran before an exec or a dlclose is still named as it was mapped when it ran. */
 int nupp_addrmap_refresh(struct nupp_addrmap *a)
 {
-	struct nupp_map *maps = NULL;
-	int n = nupp_maps_read(a->pid, &maps);
+	struct nupp_map *maps = NULL, *nm;
+	int n = nupp_maps_read(a->pid, &maps), i, j, keep = 0;
 
 	if (n < 0)
 		return n;
+	for (i = 0; i < a->nmaps && n + keep < 4096; i++) {
+		for (j = 0; j < n; j++)
+			if (a->maps[i].start < maps[j].end && maps[j].start < a->maps[i].end)
+				break;
+		if (j < n || a->maps[i].path[0] != '/')
+			continue;
+		nm = realloc(maps, (size_t)(n + keep + 1) * sizeof(*maps));
+		if (!nm)
+			break;
+		maps = nm;
+		maps[n + keep++] = a->maps[i];
+	}
 	free(a->maps);
 	a->maps = maps;
-	a->nmaps = n;
+	a->nmaps = n + keep;
 	return 0;
 }
 
