@@ -37,7 +37,7 @@ __u64 epoch = 0;
 /* Per-CPU in-flight markers: odd while a sample runs on the CPU (one cache line each).
  * A sample marks itself before it reads the epoch, userspace reads the marks after it
  * bumps it (both with full barriers): a CPU not marked has no sample of the old buffer. */
-struct nupp_smp_inflight inflight[NUPP_SMP_MAX_CPUS] = {};
+struct nupp_smp_inflight inflight[NUPP_SMP_MAX_CPUS] __attribute__((aligned(64))) = {};
 /* Frame cache epoch: bumped by every prototype freed in a target, every VM opened or
  * closed, and by userspace when it adds a process; part of every cache entry's tag. */
 __u64 fc_epoch = 1;
@@ -89,35 +89,28 @@ struct {
 	__type(value, struct smp_scratch);
 } scratch SEC(".maps");
 
-/* The two buffers (NUPP_SMP_NBUF) of stacks (by hash; the value size is set to the
- * depth's at load), counts, host samples (by IP) and loss counters. */
-#define SMP_STACKS_MAP(name)                                 \
-	struct {                                             \
-		__uint(type, BPF_MAP_TYPE_HASH);             \
-		__uint(max_entries, 16384);                  \
-		__uint(key_size, sizeof(__u64));             \
-		__uint(value_size, sizeof(struct nupp_smp_stack)); \
-	} name SEC(".maps")
-#define SMP_COUNTS_MAP(name)                                 \
-	struct {                                             \
-		__uint(type, BPF_MAP_TYPE_HASH);             \
-		__uint(max_entries, 16384);                  \
-		__type(key, struct nupp_smp_count_key);      \
-		__type(value, struct nupp_smp_count);        \
-	} name SEC(".maps")
-#define SMP_HOSTS_MAP(name)                                  \
-	struct {                                             \
-		__uint(type, BPF_MAP_TYPE_HASH);             \
-		__uint(max_entries, 16384);                  \
-		__type(key, struct nupp_smp_host_key);       \
-		__type(value, __u64);                        \
-	} name SEC(".maps")
-SMP_STACKS_MAP(stacks0);
-SMP_STACKS_MAP(stacks1);
-SMP_COUNTS_MAP(counts0);
-SMP_COUNTS_MAP(counts1);
-SMP_HOSTS_MAP(hosts0);
-SMP_HOSTS_MAP(hosts1);
+/* Stacks (by hash; the value size is set to the depth's at load), counts and host
+ * samples (by IP) of both buffers: every key carries its buffer (NUPP_SMP_*_BUF). */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__uint(key_size, sizeof(__u64));
+	__uint(value_size, sizeof(struct nupp_smp_stack));
+} stacks SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct nupp_smp_count_key);
+	__type(value, struct nupp_smp_count);
+} counts SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct nupp_smp_host_key);
+	__type(value, __u64);
+} hosts SEC(".maps");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -194,20 +187,20 @@ static __always_inline __u64 smp_stack_top(__u32 tid, __u64 sp)
 	return t.end;
 }
 
-/* Counts a sample of host code (a thread or a moment outside every VM) by its IP. */
-static __always_inline int smp_host(__u32 buf, __u32 tgid, __u64 ip)
+/* Counts a sample of host code (a thread or a moment outside every VM) by its IP
+ * (a global function: verified once, not at each call). */
+__noinline int smp_host(__u32 buf, __u32 tgid, __u64 ip)
 {
-	struct nupp_smp_host_key k = { .tgid = tgid, .ip = ip };
-	void *m = buf ? (void *)&hosts1 : (void *)&hosts0;
-	__u64 one = 1, *n = bpf_map_lookup_elem(m, &k);
+	struct nupp_smp_host_key k = { .tgid = tgid, .buf = buf & 1, .ip = ip };
+	__u64 one = 1, *n = bpf_map_lookup_elem(&hosts, &k);
 
 	if (n) {
 		__sync_fetch_and_add(n, 1);
 		return 0;
 	}
-	if (bpf_map_update_elem(m, &k, &one, BPF_NOEXIST) == 0)
+	if (bpf_map_update_elem(&hosts, &k, &one, BPF_NOEXIST) == 0)
 		return 0;
-	n = bpf_map_lookup_elem(m, &k); /* another CPU created it */
+	n = bpf_map_lookup_elem(&hosts, &k); /* another CPU created it */
 	if (!n)
 		return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
 	__sync_fetch_and_add(n, 1);
@@ -288,8 +281,6 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	struct nupp_walk_regs r = {};
 	struct nupp_smp_count_key key = {};
 	struct nupp_smp_count *c, init = {};
-	void *counts = buf ? (void *)&counts1 : (void *)&counts0;
-	void *stacks = buf ? (void *)&stacks1 : (void *)&stacks0;
 	__s32 vmstate = 0;
 	__u64 pgen;
 	__u32 attempt, how = NUPP_WALK_BASE_AUTO;
@@ -363,26 +354,26 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	}
 	if (zaddr && bpf_probe_read_user(&zone, sizeof(zone), (const void *)zaddr))
 		return smp_lose(buf, NUPP_SMP_LOST_READ_FAULT);
-	key.tgid = tgid;
+	key.tgid = tgid | (buf ? NUPP_SMP_TGID_BUF : 0);
 	key.zone = zone;
 	/* Incarnations of a prototype at one address are counted apart. */
 	s->w.st.pgen = pgen;
-	key.stack = nupp_walk_mix(s->w.hash, pgen);
+	key.stack = (nupp_walk_mix(s->w.hash, pgen) & ~NUPP_SMP_STACK_BUF) | (buf ? NUPP_SMP_STACK_BUF : 0);
 	state = nupp_walk_state(&s->lo, vmstate);
 	/* A counted stack was stored before its count was created: one lookup in the
 	 * common case. A new one is stored first (looked up before: an update of an
 	 * existing key costs ~1 us with these 2 KB values). Each buffer holds the stacks of
 	 * its counts (userspace empties both maps of a buffer together). */
-	c = bpf_map_lookup_elem(counts, &key);
-	if (!c && !bpf_map_lookup_elem(stacks, &key.stack)) {
-		err = bpf_map_update_elem(stacks, &key.stack, &s->w.st, BPF_NOEXIST);
+	c = bpf_map_lookup_elem(&counts, &key);
+	if (!c && !bpf_map_lookup_elem(&stacks, &key.stack)) {
+		err = bpf_map_update_elem(&stacks, &key.stack, &s->w.st, BPF_NOEXIST);
 		if (err && err != -17 /* EEXIST: another CPU stored it */)
 			return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
 	}
 	if (!c) {
 		/* EEXIST from a racing CPU is fine; a full map shows as a failed lookup. */
-		bpf_map_update_elem(counts, &key, &init, BPF_NOEXIST);
-		c = bpf_map_lookup_elem(counts, &key);
+		bpf_map_update_elem(&counts, &key, &init, BPF_NOEXIST);
+		c = bpf_map_lookup_elem(&counts, &key);
 		if (!c)
 			return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
 	}

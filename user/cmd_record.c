@@ -575,6 +575,9 @@ int cmd_record(int argc, char **argv)
 	}
 	if (record_binary(&o, bin, sizeof(bin)))
 		return 1;
+	/* Before the BPF programs load (their verification takes a while on a busy machine):
+	 * Ctrl-C / SIGTERM meanwhile still stops the recording and writes the profile. */
+	record_signals();
 
 	{
 		struct nupp_sampler_opts so = { .sz = sizeof(so), .freq_hz = o.freq, .depth = o.depth,
@@ -595,7 +598,6 @@ int cmd_record(int argc, char **argv)
 			goto out;
 		}
 	}
-	record_signals();
 	if (o.cmd) {
 		pid = record_spawn(o.cmd, &gate);
 		if (pid < 0) {

@@ -282,14 +282,13 @@ struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int
 	 * caller, as it would be in a stack that is not cut. */
 	s->skel->rodata->max_depth = smp_walk_depth(s);
 	{
-		struct bpf_map *maps[] = { s->skel->maps.stacks0, s->skel->maps.stacks1, s->skel->maps.counts0,
-					   s->skel->maps.counts1,  s->skel->maps.hosts0,  s->skel->maps.hosts1 };
+		struct bpf_map *maps[] = { s->skel->maps.stacks, s->skel->maps.counts, s->skel->maps.hosts };
 
+		/* Room for max_stacks in each buffer. */
 		for (i = 0; i < (int)NUPP_ARRAY_SIZE(maps); i++)
-			bpf_map__set_max_entries(maps[i], max_stacks);
+			bpf_map__set_max_entries(maps[i], NUPP_SMP_NBUF * max_stacks);
 		/* A stack value holds the frames of the depth asked for, no more. */
-		bpf_map__set_value_size(s->skel->maps.stacks0, NUPP_SMP_STACK_SIZE(smp_walk_depth(s)));
-		bpf_map__set_value_size(s->skel->maps.stacks1, NUPP_SMP_STACK_SIZE(smp_walk_depth(s)));
+		bpf_map__set_value_size(s->skel->maps.stacks, NUPP_SMP_STACK_SIZE(smp_walk_depth(s)));
 	}
 	/* The USDT programs are attached per binary by nupp_sampler_watch/add_pid. */
 	e = sampler_bpf__load(s->skel);
@@ -830,23 +829,27 @@ static int smp_flip(struct nupp_sampler *s)
 	return (int)(e & 1);
 }
 
-/* Reads and deletes every element of a hash map (nothing else writes it): *keys and
- * *vals get malloc'ed arrays; the count, or -errno. */
-static long smp_take(int fd, size_t ksz, size_t vsz, void **keys, void **vals)
+/* Is a key of buffer buf? */
+typedef bool (*smp_key_of)(const void *key, int buf);
+
+/* Reads and deletes the elements of buffer buf of a hash map (BPF writes only the other
+ * buffer's, adding them at the head of their buckets, so the walk misses none of buf's):
+ * *keys and *vals get malloc'ed arrays; the count, or -errno. */
+static long smp_take(int fd, size_t ksz, size_t vsz, smp_key_of of, int buf, void **keys, void **vals)
 {
-	size_t cap = 1024, n = 0;
+	size_t cap = 1024, n = 0, i;
 	char *k = malloc(cap * ksz), *v = malloc(cap * vsz), *nk, *nv;
-	char kbuf[64];
+	char prev[64], cur[64];
 	int have = 0;
 
 	if (!k || !v)
 		goto nomem;
-	/* One element at a time (a batch needs as many keys as a bucket may hold). */
-	while (bpf_map_get_next_key(fd, have ? kbuf : NULL, k + n * ksz) == 0) {
-		memcpy(kbuf, k + n * ksz, ksz);
+	while (bpf_map_get_next_key(fd, have ? prev : NULL, cur) == 0) {
+		memcpy(prev, cur, ksz);
 		have = 1;
-		if (bpf_map_lookup_elem(fd, k + n * ksz, v + n * vsz))
+		if (!of(cur, buf) || bpf_map_lookup_elem(fd, cur, v + n * vsz))
 			continue;
+		memcpy(k + n * ksz, cur, ksz);
 		if (++n == cap) {
 			cap *= 2;
 			nk = realloc(k, cap * ksz);
@@ -859,11 +862,8 @@ static long smp_take(int fd, size_t ksz, size_t vsz, void **keys, void **vals)
 				goto nomem;
 		}
 	}
-	for (size_t i = 0; i < n; i++)
+	for (i = 0; i < n; i++)
 		bpf_map_delete_elem(fd, k + i * ksz);
-	/* Anything left (a key met twice while iterating): gone too. */
-	while (bpf_map_get_next_key(fd, NULL, kbuf) == 0 && bpf_map_delete_elem(fd, kbuf) == 0)
-		;
 	*keys = k;
 	*vals = v;
 	return (long)n;
@@ -871,6 +871,25 @@ nomem:
 	free(k);
 	free(v);
 	return -ENOMEM;
+}
+
+/* Buffers of count, host and stack keys. */
+static bool smp_count_of(const void *key, int buf)
+{
+	return !!(((const struct nupp_smp_count_key *)key)->tgid & NUPP_SMP_TGID_BUF) == !!buf;
+}
+
+static bool smp_host_of(const void *key, int buf)
+{
+	return ((const struct nupp_smp_host_key *)key)->buf == (__u32)buf;
+}
+
+static bool smp_stack_of(const void *key, int buf)
+{
+	__u64 h;
+
+	memcpy(&h, key, 8);
+	return !!(h & NUPP_SMP_STACK_BUF) == !!buf;
 }
 
 /* Names the host samples of a drain ("[host];<symbol>") and adds them to out. */
@@ -918,7 +937,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	struct smp_row *rows = NULL;
 	size_t nrows = 0, i;
 	long nkeys = 0, nhosts = 0;
-	__u64 *vals = NULL, t0 = smp_now_us();
+	__u64 *vals = NULL, t0 = smp_now_us(), full = 0;
 	__u32 r;
 	int e = 0;
 
@@ -952,11 +971,11 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	/* BPF counts into the other buffer from now on: this one is read and emptied whole,
 	 * with nothing writing it (no count is lost to the reading). */
 	old = smp_flip(s);
-	cfd = bpf_map__fd(old ? s->skel->maps.counts1 : s->skel->maps.counts0);
-	sfd = bpf_map__fd(old ? s->skel->maps.stacks1 : s->skel->maps.stacks0);
-	hfd = bpf_map__fd(old ? s->skel->maps.hosts1 : s->skel->maps.hosts0);
-	nkeys = smp_take(cfd, sizeof(*keys), sizeof(*cvals), (void **)&keys, (void **)&cvals);
-	nhosts = smp_take(hfd, sizeof(*hkeys), sizeof(*hvals), (void **)&hkeys, (void **)&hvals);
+	cfd = bpf_map__fd(s->skel->maps.counts);
+	sfd = bpf_map__fd(s->skel->maps.stacks);
+	hfd = bpf_map__fd(s->skel->maps.hosts);
+	nkeys = smp_take(cfd, sizeof(*keys), sizeof(*cvals), smp_count_of, old, (void **)&keys, (void **)&cvals);
+	nhosts = smp_take(hfd, sizeof(*hkeys), sizeof(*hvals), smp_host_of, old, (void **)&hkeys, (void **)&hvals);
 	if (nkeys < 0 || nhosts < 0) {
 		e = -ENOMEM;
 		goto out;
@@ -986,17 +1005,12 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		}
 		memcpy(row->st, st, used);
 		row->key = keys[i];
+		row->key.tgid &= ~NUPP_SMP_TGID_BUF;
 		nrows++;
 	}
 	/* The stacks of this buffer: the next samples in it store theirs again. */
 	for (i = 0; i < (size_t)nkeys; i++)
 		bpf_map_delete_elem(sfd, &keys[i].stack);
-	{
-		__u64 sk;
-
-		while (bpf_map_get_next_key(sfd, NULL, &sk) == 0 && bpf_map_delete_elem(sfd, &sk) == 0)
-			;
-	}
 	/* Lost counters of this buffer: per-CPU values, summed and zeroed. */
 	vals = calloc(ncpu, sizeof(*vals));
 	if (!vals) {
@@ -1011,8 +1025,22 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 			continue;
 		for (c2 = 0; c2 < ncpu; c2++)
 			out->lost[r] += vals[c2];
+		if (r == NUPP_SMP_LOST_MAP_FULL)
+			for (c2 = 0; c2 < ncpu; c2++)
+				full += vals[c2];
 		memset(vals, 0, ncpu * sizeof(*vals));
 		bpf_map_update_elem(lfd, &idx, vals, BPF_ANY);
+	}
+	/* A stack stored without its count (the counts map was full) would stay: swept. */
+	if (full) {
+		__u64 *sk = NULL;
+		void *sv = NULL;
+
+		if (smp_take(sfd, sizeof(__u64), NUPP_SMP_STACK_SIZE(smp_walk_depth(s)), smp_stack_of, old, (void **)&sk,
+			     &sv) >= 0) {
+			free(sk);
+			free(sv);
+		}
 	}
 	smp_name_rows(s, rows, nrows);
 	nupp_pr(NUPP_DEBUG, "drain: %zu stacks, %ld host IPs, %llu events, %llu us\n", nrows, nhosts,

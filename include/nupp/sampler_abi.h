@@ -13,10 +13,13 @@
 #define NUPP_SMP_MAX_TARGETS 64  /* processes sampled at once */
 #define NUPP_SMP_MAX_THREADS 4096 /* thread -> VM and thread -> stack caches */
 #define NUPP_SMP_MAX_CPUS 1024   /* CPUs (in-flight markers), a power of two */
-/* The counts, stacks, host and loss maps come in two buffers: BPF counts into buffer
+/* The counts, stacks, host and loss maps hold two buffers: BPF counts into buffer
  * (epoch & 1), userspace flips the epoch, waits until no sample of the old buffer is in
- * flight, and reads and empties the old buffer while nothing writes it. */
+ * flight, and reads and empties the old buffer while nothing writes it. A key says its
+ * buffer: the top bit of a count key's tgid and of a stack hash, a host key's buf. */
 #define NUPP_SMP_NBUF 2
+#define NUPP_SMP_TGID_BUF 0x80000000u
+#define NUPP_SMP_STACK_BUF (1ull << 63)
 
 /* Indexes of the lost counters; equal to enum nupp_lost (checked in user/sampler.c). */
 #define NUPP_SMP_LOST_NO_VM 0
@@ -83,13 +86,13 @@ struct nupp_smp_stack {
 struct nupp_smp_inflight {
 	__u64 n;
 	__u64 pad[7];
-};
+} __attribute__((aligned(64)));
 
 /* Key of the host maps: a sample of native code outside every VM (value: __u64 count). */
 struct nupp_smp_host_key {
 	__u32 tgid;
-	__u32 pad;
-	__u64 ip; /* user instruction pointer */
+	__u32 buf; /* buffer, 0 or 1 */
+	__u64 ip;  /* user instruction pointer */
 };
 
 /* The five states of a sample (seed: profile.Sample). */
