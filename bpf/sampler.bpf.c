@@ -54,13 +54,6 @@ struct {
 	__type(value, struct nupp_smp_proc);
 } procs SEC(".maps");
 
-struct {
-	__uint(type, BPF_MAP_TYPE_LRU_HASH);
-	__uint(max_entries, NUPP_SMP_MAX_THREADS);
-	__type(key, __u32);   /* tid */
-	__type(value, __u64); /* g last validated by r14 on this thread */
-} threads SEC(".maps");
-
 /* A thread's own stack: the mapping that held its SP, for the proof that a VM's C frame
  * lies on it (bpf_find_vma once per thread, again when SP leaves it). */
 struct smp_tstack {

@@ -11,7 +11,7 @@
 #define NUPP_SMP_MAX_VMS 8       /* VMs per process */
 #define NUPP_SMP_MAX_CORO 4      /* coroutine levels chained through resume/wrap */
 #define NUPP_SMP_MAX_TARGETS 64  /* processes sampled at once */
-#define NUPP_SMP_MAX_THREADS 4096 /* thread -> VM and thread -> stack caches */
+#define NUPP_SMP_MAX_THREADS 4096 /* thread -> stack mapping cache */
 #define NUPP_SMP_MAX_CPUS 1024   /* CPUs (in-flight markers), a power of two */
 /* The counts, stacks, host and loss maps hold two buffers: BPF counts into buffer
  * (epoch & 1), userspace flips the epoch, waits until no sample of the old buffer is in
