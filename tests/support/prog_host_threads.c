@@ -46,37 +46,22 @@ static double host_cpu(void)
 	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
-/* Burns about n iterations of CPU in C. */
-static __attribute__((noinline)) void host_compute(long n)
-{
-	unsigned long x = host_sink | 1;
-	long i;
+/* Defines a C function that burns about n iterations of CPU under its own symbol. */
+#define HOST_SPIN(name, mul, add)                                   \
+	static __attribute__((noinline)) void name(long n)          \
+	{                                                            \
+		unsigned long x = host_sink | 1;                     \
+		long i;                                              \
+                                                                     \
+		for (i = 0; i < n; i++)                              \
+			x = x * (mul) + (add);                       \
+		host_sink = x;                                       \
+	}
 
-	for (i = 0; i < n; i++)
-		x = x * 6364136223846793005ul + 1442695040888963407ul;
-	host_sink = x;
-}
-
-/* The same, under the names of the handoff threads. */
-static __attribute__((noinline)) void spin_a(long n)
-{
-	unsigned long x = host_sink | 3;
-	long i;
-
-	for (i = 0; i < n; i++)
-		x = x * 2862933555777941757ul + 3037000493ul;
-	host_sink = x;
-}
-
-static __attribute__((noinline)) void spin_b(long n)
-{
-	unsigned long x = host_sink | 5;
-	long i;
-
-	for (i = 0; i < n; i++)
-		x = x * 3202034522624059733ul + 4354685564936845319ul;
-	host_sink = x;
-}
+/* host_compute: the C work of busy and alternate; spin_a, spin_b: the handoff threads'. */
+HOST_SPIN(host_compute, 6364136223846793005ul, 1442695040888963407ul)
+HOST_SPIN(spin_a, 2862933555777941757ul, 3037000493ul)
+HOST_SPIN(spin_b, 3202034522624059733ul, 4354685564936845319ul)
 
 /* Calls the global Lua function fn(n) on L. */
 static void host_call(lua_State *L, const char *fn, long n)
