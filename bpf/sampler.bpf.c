@@ -280,7 +280,8 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	__u8 fc_ok;
 	int err;
 
-	/* User registers also for samples taken in kernel mode (facts.md §2). */
+	/* User registers also for samples taken in kernel mode (in a syscall: the frame saved
+	 * at kernel entry). */
 	ur = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	if (!ur)
 		return smp_lose(buf, NUPP_SMP_LOST_NO_VM);
