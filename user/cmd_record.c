@@ -609,8 +609,8 @@ int cmd_record(int argc, char **argv)
 			err = nupp_trace_attach(tr, bin, pid);
 		/* The child has not exec'ed yet: no VM in its maps (-ENOENT) is expected, and
 		 * luajit:vm_open (watched above) reports the VM as it opens. */
-		if (!err && (err = nupp_sampler_add_pid(smp, pid)) == -ENOENT)
-			err = 0;
+		if (!err && bin[0] && (err = nupp_sampler_add_pid(smp, pid)) == -ENOENT)
+			err = 0; /* not LuaJIT: run unprofiled (not even its host code) */
 		if (err) {
 			cli_error("cannot attach to %s: %s", bin, nupp_errmsg());
 			close(gate); /* the child exits without running */
