@@ -423,7 +423,9 @@ static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, 
 	ev->mcode = mcode;
 	ev->traceno = traceno;
 	ev->pad = 0;
-	bpf_ringbuf_submit(ev, 0);
+	/* Woken now: after prototype events sent without a wake-up, a default submit does
+	 * not wake the reader, who must read a new trace while the process lives. */
+	bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
 }
 
 /* The generation a trace free ends (0 while the layout is unknown: no sample yet). */

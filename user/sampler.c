@@ -214,6 +214,7 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 		}
 		break;
 	case NUPP_SMP_EV_TRACE_STOP:
+		smp_target_ready(s, t);
 		if (t->traces)
 			nupp_traces_add(t->traces, ev->trace, ev->traceno, ev->pgen);
 		break;
