@@ -58,6 +58,8 @@ static json_t *json_meta(const struct nupp_profile_meta *m, const struct nupp_sa
 	err |= json_put(meta, "depth", json_integer(m->depth));
 	err |= json_put(meta, "durationSec", json_real(m->duration_sec));
 	err |= json_put(meta, "samples", json_integer((json_int_t)s->samples));
+	err |= json_put(meta, "hostSamples", json_integer((json_int_t)s->host_samples));
+	err |= json_put(meta, "truncatedStacks", json_integer((json_int_t)s->cut_samples));
 	err |= json_put(meta, "lost", lost);
 	lost = NULL;
 	err |= json_put(meta, "zoneFilter", rjson_str_or_null(m->zone_filter));

@@ -17,7 +17,7 @@
 #endif
 
 #define NUPP_LJ_LAYOUT_MAGIC 0x4c4a4250u /* "PBJL": LuaJIT BPF layout */
-#define NUPP_LJ_LAYOUT_VERSION 2u
+#define NUPP_LJ_LAYOUT_VERSION 3u
 #define NUPP_LJ_LAYOUT_SYMBOL "luajit_bpf_layout"
 #define NUPP_LJ_VMLIST_SYMBOL "luajit_bpf_vmlist"
 #define NUPP_LJ_VMLIST_MAX 16
@@ -202,6 +202,10 @@ struct nupp_lj_layout {
 	__u32 g_gc_currentwhite; /* uint8 g->gc.currentwhite */
 	__u32 gc_whites;         /* LJ_GC_WHITES: an object is dead if marked & otherwhite */
 	__u32 gch_marked;        /* uint8 GChead.marked */
+
+	/* -- A prototype's GC constants (version 3): k[-1] .. k[-sizekgc] ------- */
+	__u32 pt_k;       /* MRef k: the GCRef constants lie below it */
+	__u32 pt_sizekgc; /* MSize */
 };
 
 /* The VMs a process has open, kept by the patched lua_newstate/lua_close, so a loader
