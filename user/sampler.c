@@ -925,6 +925,7 @@ static int smp_host_rows(struct nupp_sampler *s, const struct nupp_smp_host_key 
 		if (e < 0)
 			snprintf(name, sizeof(name), "[unknown]");
 		snprintf(stack, sizeof(stack), "[host];%s", name);
+		row.pid = (pid_t)keys[i].tgid;
 		row.count = row.ccode = vals[i];
 		e = nupp_sample_set_add(out, "", stack, &row);
 		if (e)

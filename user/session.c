@@ -143,7 +143,7 @@ struct nupp_session *nupp_session_open(const struct nupp_session_opts *opts, int
 	if (opts->samples) {
 		struct nupp_sampler_opts so = { .sz = sizeof(so), .freq_hz = s->o.freq_hz, .depth = s->o.depth,
 						.lines = s->o.lines, .max_stacks = s->o.max_stacks,
-						.full_filenames = s->o.full_filenames, .lua_only = s->o.lua_only };
+						.full_filenames = s->o.full_filenames };
 
 		s->smp = nupp_sampler_open(&so, &e);
 		if (!s->smp)
@@ -484,6 +484,18 @@ static int ses_merge(struct nupp_session *s, struct nupp_sample_set *raw)
 				if (p)
 					zone = p;
 			}
+		}
+		if (strncmp(r->stack, "[host];", 7) == 0) {
+			struct ses_target *t = ses_target(s, r->pid, false);
+
+			/* A process that has not run our LuaJIT (a wrapper, a command that is not
+			 * LuaJIT) is not profiled, not even its host code. */
+			if (!t || !t->counted) {
+				raw->host_samples -= r->count < raw->host_samples ? r->count : raw->host_samples;
+				continue;
+			}
+			if (s->o.lua_only)
+				continue;
 		}
 		e = nupp_sample_set_add(&s->acc, zone, r->stack, r);
 	}

@@ -89,6 +89,10 @@ assert_eq "$st" 1 "record -- false passes exit status 1 on"
 assert_contains "$TMP/false.err" "does not run LuaJIT"
 assert_contains "$TMP/false.err" "never ran our LuaJIT: nothing was profiled"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["samples"] == [], d' "$TMP/f.json"
+# ... even when it burns CPU: none of its samples (host code of a process that never ran
+# our LuaJIT) is in the profile.
+"$NUPP_BPF" record -q -F 997 -o "$TMP/sh.json" -- sh -c 'i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done'
+python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["samples"] == [] and d["meta"]["hostSamples"] == 0, d' "$TMP/sh.json"
 st=0; "$NUPP_BPF" record -q -o "$TMP/lj-false.json" -- "$NUPP_LUAJIT" -e 'os.exit(false)' || st=$?
 assert_eq "$st" 1 "exit status 1 of a LuaJIT command is passed on"
 
