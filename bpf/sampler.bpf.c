@@ -13,6 +13,7 @@
 struct nupp_walk_fc;
 static __always_inline struct nupp_walk_fc *smp_fc_entry(__u32 i);
 #include "nupp/walk.h"
+#include "nupp/zone_abi.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -276,7 +277,7 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 			*n += 1;
 		return smp_lose((__u32)s->w.result - 1);
 	}
-	if (zaddr && bpf_probe_read_user(&zone, sizeof(zone), (const void *)zaddr))
+	if (zaddr && nupp_zone_read(zaddr, &zone))
 		return smp_lose(NUPP_SMP_LOST_READ_FAULT);
 	key.tgid = tgid;
 	key.zone = zone;

@@ -8,6 +8,7 @@
 #include "nupp/trace_abi.h"
 #include "nupp/severity.h"
 #include "nupp/lj_layout.h"
+#include "nupp/zone_abi.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -28,8 +29,8 @@ struct {
 	__type(value, __u64);
 } aborts SEC(".maps");
 
-/* tgid -> address of the process's luajit_bpf_vmlist, whose zone[i] is the current zone
- * path id of the VM in slot i (nupp.zone writes it; include/nupp/lj_layout.h). */
+/* tgid -> address of the process's luajit_bpf_vmlist, whose zone_tv[i] points to the
+ * current zone path id of the VM in slot i (nupp.zone writes it; include/nupp/lj_layout.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -92,7 +93,8 @@ static __always_inline void trace_copy_loc(struct nupp_trace_loc *l, const struc
 }
 
 /* The zone id open in VM g of the process whose luajit_bpf_vmlist is at vl: the slot
- * of g, then its zone[] entry; 0 when g has no slot or a read fails (counted). */
+ * of g, then the number its zone_tv[] entry points to; 0 when g has no slot or a read
+ * fails (counted). */
 static __always_inline __u32 trace_zone(__u64 vl, __u64 g, struct nupp_trace_scratch *s)
 {
 	__u32 i, zone = 0;
@@ -106,8 +108,7 @@ static __always_inline __u32 trace_zone(__u64 vl, __u64 g, struct nupp_trace_scr
 			break;
 	if (i == NUPP_LJ_VMLIST_MAX)
 		return 0;
-	if (bpf_probe_read_user(&zone, sizeof(zone),
-				(void *)(vl + __builtin_offsetof(struct nupp_lj_vmlist, zone) + i * sizeof(__u32)))) {
+	if (nupp_zone_read(vl + __builtin_offsetof(struct nupp_lj_vmlist, zone_tv) + i * sizeof(__u64), &zone)) {
 		__sync_fetch_and_add(&counters.zone_faults, 1);
 		return 0;
 	}

@@ -22,7 +22,8 @@ int nupp_zones_find(struct nupp_zones *z, pid_t pid, const char *object, __u64 *
 /* Reads pid's vmlist (found before) in one read: 0, or -ENOENT unknown, -errno. */
 int nupp_zones_vmlist(struct nupp_zones *z, pid_t pid, struct nupp_lj_vmlist *out);
 
-/* The address of the current zone id of the VM in vmlist slot i of pid, or 0. */
+/* The address of the zone_tv slot of the VM in vmlist slot i of pid (what the sampler
+ * reads the current zone id through: nupp_zone_read, include/nupp/zone_abi.h), or 0. */
 __u64 nupp_zones_id_addr(struct nupp_zones *z, pid_t pid, int slot);
 
 /* Re-reads the tables that grew (a few bulk reads per VM). */
