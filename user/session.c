@@ -15,7 +15,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/capability.h>
 #include <bpf/libbpf.h>
 
 #include "nupp/nupp.h"
@@ -1133,57 +1132,4 @@ void nupp_profile_totals(const struct nupp_profile *p, unsigned long long totals
 int nupp_profile_write_json(const struct nupp_profile *p, const char *path)
 {
 	return nupp_profile_write_file(p, path, NUPP_FMT_JSON, NULL);
-}
-
-/* -- Availability ------------------------------------------------------------------ */
-
-/* Whether the BPF channels can run here, for process pid. */
-int nupp_available(int pid, char *why, size_t size)
-{
-	static const struct {
-		int bit;
-		const char *name, *what;
-	} caps[] = {
-		{ CAP_BPF, "CAP_BPF", "load BPF programs" },
-		{ CAP_PERFMON, "CAP_PERFMON", "open CPU-clock perf events" },
-		{ CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "attach uprobes (the USDT probes), which this kernel requires" },
-	};
-	unsigned long long eff = 0;
-	char line[256], missing[256] = "";
-	FILE *f = fopen("/proc/self/status", "re");
-	size_t i;
-	int e = 0;
-
-	if (size)
-		why[0] = 0;
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %llx", &eff) == 1)
-			break;
-	if (f)
-		fclose(f);
-	for (i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
-		if (!(eff & (1ULL << caps[i].bit)))
-			snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s (to %s)",
-				 missing[0] ? ", " : "", caps[i].name, caps[i].what);
-	if (pid != 0 && pid != getpid() && !(eff & (1ULL << CAP_SYS_PTRACE)))
-		snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%sCAP_SYS_PTRACE (to read "
-			 "another process's memory)", missing[0] ? ", " : "");
-	if (missing[0]) {
-		e = nupp_fail(-EPERM, "missing %s: run as root (sudo), or grant the capabilities (setcap, or "
-			      "systemd AmbientCapabilities)", missing);
-	} else if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
-		e = nupp_fail(-ENOTSUP, "this kernel has no BTF (/sys/kernel/btf/vmlinux): the BPF programs need "
-			      "a kernel built with CONFIG_DEBUG_INFO_BTF=y");
-	} else if (pid >= 0) {
-		struct nupp_vm vm;
-		int n = nupp_vm_find(pid ? pid : getpid(), &vm, 1);
-
-		if (n < 0)
-			e = n;
-		else if (n == 0)
-			e = nupp_fail(-ENOENT, "PID %d has no Lua VM open", pid ? pid : (int)getpid());
-	}
-	if (e && size)
-		snprintf(why, size, "%s", nupp_errmsg());
-	return e;
 }

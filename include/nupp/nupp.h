@@ -200,10 +200,15 @@ int nupp_profile_write_json(const struct nupp_profile *p, const char *path);
 
 /* -- Availability ----------------------------------------------------------------- */
 
-/* Whether the BPF channels can run here, for process pid (0: this process, -1: any):
- * 0, or -EPERM (a capability is missing: uprobes need CAP_SYS_ADMIN on kernels like
- * this one, not only CAP_BPF and CAP_PERFMON), -ENOTSUP (no BTF, or the process does
- * not run our LuaJIT build), -ENOENT. why receives the cause and the remedy. */
+/* Whether the BPF channels can run here, for process pid (0: this process, -1: the
+ * machine and our privileges only), found by trying what a session does: load a BPF
+ * program, open CPU-clock events, create a uprobe (this is nupp_doctor_verdict,
+ * include/nupp/doctor.h). 0, or -EPERM (a privilege: uprobes need CAP_SYS_ADMIN on
+ * kernels like this one, not only CAP_BPF and CAP_PERFMON), -ENOTSUP (a kernel feature,
+ * or a process without our LuaJIT build), -ENOENT (not LuaJIT, or no VM open), -ESRCH;
+ * why (and nupp_errmsg()) names the check, what was found and the remedy. The first call
+ * in a process takes some 20-40 ms; later ones reuse what was tried (about 0.1 ms for
+ * this process) until the effective user or capabilities change. */
 int nupp_available(int pid, char *why, size_t size);
 /* ffi:end */
 
