@@ -240,7 +240,10 @@ static int ses_attach_binary(struct nupp_session *s, struct ses_target *t, bool 
 		}
 	}
 	if (!e && s->tr) {
-		int te = nupp_trace_attach(s->tr, t->binary, t->pid);
+		/* Followed processes: the probes fire for every process of the binary and the
+		 * kernel's map of followed processes filters them, so a child's aborts count from
+		 * its first instruction, however short it lives. */
+		int te = nupp_trace_attach(s->tr, t->binary, s->follow ? -1 : t->pid);
 
 		if (!te && !t->vmlist)
 			ses_arm_zones(s, t);
@@ -264,13 +267,32 @@ static int ses_on_follow(void *ctx, void *data, size_t size);
 /* Starts following pid's forks and execs in the kernel. */
 static int ses_follow(struct nupp_session *s, pid_t pid)
 {
-	__u32 key = (__u32)pid, one = 1;
+	__u32 key = (__u32)pid, value = NUPP_FOLLOW_PROFILED;
 	int e;
 
 	if (!s->follow) {
-		s->follow = follow_bpf__open_and_load();
+		s->follow = follow_bpf__open();
 		if (!s->follow) {
 			e = -errno;
+			return nupp_fail(e, "cannot open the process follower: %s", strerror(-e));
+		}
+		s->follow->rodata->subprocesses = s->o.subprocesses;
+		/* Its map of followed processes is the trace channel's tgid filter. */
+		if (s->tr) {
+			int fd = nupp_trace_follow(s->tr);
+
+			e = fd < 0 ? fd : bpf_map__reuse_fd(s->follow->maps.followed, fd);
+			if (e) {
+				follow_bpf__destroy(s->follow);
+				s->follow = NULL;
+				return nupp_fail(e, "cannot share the followed processes with the trace channel: %s",
+						 strerror(-e));
+			}
+		}
+		e = follow_bpf__load(s->follow);
+		if (e) {
+			follow_bpf__destroy(s->follow);
+			s->follow = NULL;
 			return nupp_fail(e, "cannot load the process follower: %s (CAP_BPF and CAP_PERFMON are "
 					 "required; the kernel needs BTF)", strerror(-e));
 		}
@@ -284,7 +306,7 @@ static int ses_follow(struct nupp_session *s, pid_t pid)
 			return nupp_fail(e, "cannot open the process follower's ring buffer: %s", strerror(-e));
 		}
 	}
-	if (bpf_map__update_elem(s->follow->maps.followed, &key, sizeof(key), &one, sizeof(one), BPF_ANY))
+	if (bpf_map__update_elem(s->follow->maps.followed, &key, sizeof(key), &value, sizeof(value), BPF_ANY))
 		return nupp_fail(-errno, "cannot follow PID %d: %s", (int)pid, strerror(errno));
 	return 0;
 }
@@ -305,10 +327,13 @@ int nupp_session_attach(struct nupp_session *s, int pid)
 	if (!t)
 		return -ENOSPC;
 	snprintf(t->binary, sizeof(t->binary), "%s", vm.path);
-	e = ses_attach_binary(s, t, true);
-	if (!e && s->o.subprocesses)
+	/* Followed first: the channels then attach once for every process of the binary. */
+	if (s->o.subprocesses) {
 		e = ses_follow(s, pid);
-	return e;
+		if (e)
+			return e;
+	}
+	return ses_attach_binary(s, t, true);
 }
 
 /* Attaches to a child forked to run exe, held before its exec. */
@@ -339,8 +364,12 @@ int nupp_session_attach_spawned(struct nupp_session *s, int pid, const char *exe
 		t->fast_until = ses_now() + SES_FAST_SECS;
 		/* The LuaJIT a wrapper most likely execs is ours: its probes are attached now,
 		 * so the exec costs no attach (another LuaJIT is attached when it is exec'ed). */
-		if (s->smp && nupp_vm_binary_for_exe(NUPP_LUAJIT_PREFIX "/bin/luajit", own, sizeof(own)) == 0)
-			nupp_sampler_watch(s->smp, own, -1);
+		if (nupp_vm_binary_for_exe(NUPP_LUAJIT_PREFIX "/bin/luajit", own, sizeof(own)) == 0) {
+			if (s->smp)
+				nupp_sampler_watch(s->smp, own, -1);
+			if (s->tr)
+				nupp_trace_attach(s->tr, own, -1); /* (a failure is said when it execs) */
+		}
 	}
 	if (e == -ENOEXEC && s->smp) {
 		/* Not LuaJIT (a wrapper, env, sh -c): sampled as soon as it execs our LuaJIT;

@@ -42,4 +42,9 @@ void nupp_zones_forget(struct nupp_zones *z, pid_t pid);
 struct nupp_trace;
 void nupp_trace_set_zones(struct nupp_trace *t, struct nupp_zones *z);
 
+/* The trace channel counts, from now on, only the processes its map of tgids names
+ * profiled (enum nupp_follow_value): returns that map's fd, which the session's process
+ * follower shares, or -errno (user/trace.c). */
+int nupp_trace_follow(struct nupp_trace *t);
+
 #endif /* NUPP_ZONES_INTERNAL_H */
