@@ -31,8 +31,14 @@ char LICENSE[] SEC("license") = "GPL";
 
 /* -- Knobs (rodata, set between open and load) and state ----------------------- */
 
-const volatile __u32 max_depth = NUPP_SMP_MAX_DEPTH; /* frames per stack */
-int paused = 0;                                      /* pause flag: one test per sample */
+const volatile __u32 max_depth = NUPP_SMP_DEFAULT_DEPTH; /* frames per stack */
+int paused = 0;                                          /* pause flag: one test per sample */
+/* Buffer epoch: samples count into the maps of buffer (epoch & 1); userspace bumps it. */
+__u64 epoch = 0;
+/* Per-CPU in-flight markers: odd while a sample runs on the CPU (one cache line each).
+ * A sample marks itself before it reads the epoch, userspace reads the marks after it
+ * bumps it (both with full barriers): a CPU not marked has no sample of the old buffer. */
+struct nupp_smp_inflight inflight[NUPP_SMP_MAX_CPUS] __attribute__((aligned(64))) = {};
 /* Frame cache epoch: bumped by every prototype freed in a target, every VM opened or
  * closed, and by userspace when it adds a process; part of every cache entry's tag. */
 __u64 fc_epoch = 1;
@@ -49,12 +55,19 @@ struct {
 	__type(value, struct nupp_smp_proc);
 } procs SEC(".maps");
 
+/* A thread's own stack: the mapping that held its SP, for the proof that a VM's C frame
+ * lies on it (bpf_find_vma once per thread, again when SP leaves it). */
+struct smp_tstack {
+	__u64 start, end; /* the mapping [start, end) */
+	__u64 born;       /* the task's start_time: a reused tid is another thread */
+};
+
 struct {
 	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, NUPP_SMP_MAX_THREADS);
-	__type(key, __u32);   /* tid */
-	__type(value, __u64); /* g last validated by r14 on this thread */
-} threads SEC(".maps");
+	__type(key, __u32); /* tid */
+	__type(value, struct smp_tstack);
+} tstacks SEC(".maps");
 
 /* Per-CPU scratch: the walk state (with its stack) and a copy of the layout. */
 struct smp_scratch {
@@ -70,11 +83,13 @@ struct {
 	__type(value, struct smp_scratch);
 } scratch SEC(".maps");
 
+/* Stacks (by hash; the value size is set to the depth's at load), counts and host
+ * samples (by IP) of both buffers: every key carries its buffer (NUPP_SMP_*_BUF). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
-	__type(key, __u64); /* stack hash */
-	__type(value, struct nupp_smp_stack);
+	__uint(key_size, sizeof(__u64));
+	__uint(value_size, sizeof(struct nupp_smp_stack));
 } stacks SEC(".maps");
 
 struct {
@@ -85,8 +100,15 @@ struct {
 } counts SEC(".maps");
 
 struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, 16384);
+	__type(key, struct nupp_smp_host_key);
+	__type(value, __u64);
+} hosts SEC(".maps");
+
+struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NUPP_SMP_LOST_N);
+	__uint(max_entries, NUPP_SMP_NBUF * NUPP_SMP_LOST_N); /* [buffer][reason] */
 	__type(key, __u32);
 	__type(value, __u64);
 } lost SEC(".maps");
@@ -114,20 +136,68 @@ struct {
 /* Samples lost in the walk, by (mode, walker source line): for diagnosis. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, 4096);
+	__uint(max_entries, 16384); /* (mode, iter > 0, walker line < 2048) */
 	__type(key, __u32);
 	__type(value, __u64);
 } lost_where SEC(".maps");
 
 /* -- Sampling ------------------------------------------------------------------- */
 
-/* Counts a sample that is not reported as a stack. */
-static __always_inline int smp_lose(__u32 reason)
+/* Counts a sample that is not reported as a stack, in buffer buf. */
+static __always_inline int smp_lose(__u32 buf, __u32 reason)
 {
-	__u64 *n = bpf_map_lookup_elem(&lost, &reason);
+	__u32 i = (buf & 1) * NUPP_SMP_LOST_N + (reason < NUPP_SMP_LOST_N ? reason : NUPP_SMP_LOST_BAD_FRAME);
+	__u64 *n = bpf_map_lookup_elem(&lost, &i);
 
 	if (n)
 		*n += 1;
+	return 0;
+}
+
+/* bpf_find_vma callback: the mapping that holds the address. */
+static long smp_vma_cb(struct task_struct *task, struct vm_area_struct *vma, void *data)
+{
+	struct smp_tstack *t = data;
+
+	t->start = vma->vm_start;
+	t->end = vma->vm_end;
+	return 0;
+}
+
+/* The end of the sampled thread's stack mapping (the one that holds sp), 0 if unknown. */
+static __always_inline __u64 smp_stack_top(__u32 tid, __u64 sp)
+{
+	struct task_struct *task = bpf_get_current_task_btf();
+	struct smp_tstack *c = bpf_map_lookup_elem(&tstacks, &tid), t = {};
+	__u64 born = task->start_time;
+
+	if (c && c->born == born && sp >= c->start && sp < c->end)
+		return c->end;
+	/* Refused while the target's mmap lock is taken (-EBUSY): unknown, not cached. */
+	if (bpf_find_vma(task, sp, smp_vma_cb, &t, 0) || !(sp >= t.start && sp < t.end))
+		return 0;
+	t.born = born;
+	bpf_map_update_elem(&tstacks, &tid, &t, BPF_ANY);
+	return t.end;
+}
+
+/* Counts a sample of host code (a thread or a moment outside every VM) by its IP
+ * (a global function: verified once, not at each call). */
+__noinline int smp_host(__u32 buf, __u32 tgid, __u64 ip)
+{
+	struct nupp_smp_host_key k = { .tgid = tgid, .buf = buf & 1, .ip = ip };
+	__u64 one = 1, *n = bpf_map_lookup_elem(&hosts, &k);
+
+	if (n) {
+		__sync_fetch_and_add(n, 1);
+		return 0;
+	}
+	if (bpf_map_update_elem(&hosts, &k, &one, BPF_NOEXIST) == 0)
+		return 0;
+	n = bpf_map_lookup_elem(&hosts, &k); /* another CPU created it */
+	if (!n)
+		return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
+	__sync_fetch_and_add(n, 1);
 	return 0;
 }
 
@@ -142,13 +212,16 @@ static long smp_walk_cb(__u32 i, void *ctx)
 	return nupp_walk_step(&s->w, &s->lo);
 }
 
-/* Picks the VM of this sample: r14 if it is DISPATCH of a known VM (validated by
- * equality with a g the process opened), else the only VM, else the VM this thread
- * was last seen running. Returns the slot, or NUPP_SMP_MAX_VMS if unknown. */
-static __always_inline __u32 smp_pick_vm(struct nupp_smp_proc *p, __u64 r14, __u32 tid, __u64 *g)
+/* Picks the VM the sampled thread runs: the one whose DISPATCH is r14 when the IP is in
+ * the interpreter; else (C code, a trace, the GC, the JIT) the only open VM, which
+ * nupp_walk_start proves by its C frame on the thread's stack, or with several VMs the
+ * one whose C frame is there. Also sets r->stk_top. Returns the slot, NUPP_SMP_MAX_VMS
+ * for none (the thread runs host code). */
+static __always_inline __u32 smp_pick_vm(struct nupp_smp_proc *p, struct nupp_walk_regs *r, __u32 tid, __u64 *g)
 {
-	__u64 cand = r14 + (__s64)p->lo.gg_disp2g, *tg, only = 0;
+	__u64 cand = r->r14 + (__s64)p->lo.gg_disp2g, only = 0, L = 0, cf = 0;
 	__u32 i, n = p->nvm, live = 0, only_i = 0;
+	int in_vm = r->ip >= p->lo.vm_begin && r->ip < p->lo.vm_end;
 
 	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
 		__u64 gi = p->g[i];
@@ -157,14 +230,7 @@ static __always_inline __u32 smp_pick_vm(struct nupp_smp_proc *p, __u64 r14, __u
 			break;
 		if (!gi)
 			continue; /* a closed VM's slot, or one being filled */
-		if (gi == cand) {
-			/* Remember it for this thread's samples in C code (r14 reused there);
-			 * only needed with several VMs, and only written when it changes. */
-			if (n > 1) {
-				tg = bpf_map_lookup_elem(&threads, &tid);
-				if (!tg || *tg != cand)
-					bpf_map_update_elem(&threads, &tid, &cand, BPF_ANY);
-			}
+		if (in_vm && gi == cand) {
 			*g = cand;
 			return i;
 		}
@@ -172,34 +238,41 @@ static __always_inline __u32 smp_pick_vm(struct nupp_smp_proc *p, __u64 r14, __u
 		only = gi;
 		only_i = i;
 	}
+	if (!live)
+		return NUPP_SMP_MAX_VMS; /* no VM open (yet, or any more): host code */
+	r->stk_top = smp_stack_top(tid, r->sp);
 	if (live == 1) {
 		*g = only;
 		return only_i;
 	}
-	tg = bpf_map_lookup_elem(&threads, &tid);
-	if (!tg)
+	if (!r->stk_top)
 		return NUPP_SMP_MAX_VMS;
 	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
+		__u64 gi = p->g[i];
+
 		if (i >= n)
 			break;
-		if (p->g[i] && p->g[i] == *tg) {
-			*g = *tg;
+		if (!gi || bpf_probe_read_user(&L, 8, (const void *)(gi + p->lo.g_cur_L)) || !L ||
+		    bpf_probe_read_user(&cf, 8, (const void *)(L + p->lo.L_cframe)))
+			continue;
+		cf &= p->lo.cframe_rawmask;
+		if (cf && cf >= r->sp && cf < r->stk_top) {
+			*g = gi;
 			return i;
 		}
 	}
 	return NUPP_SMP_MAX_VMS;
 }
 
-/* The CPU-clock sample: walk the running Lua stack and count it. */
-SEC("perf_event")
-int nupp_sample(struct bpf_perf_event_data *ctx)
+/* One sample of a target's thread, counted into buffer buf: its Lua stack when it runs a
+ * VM, else host code. */
+static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32 tid, __u32 buf)
 {
-	__u64 id, g = 0, zaddr;
-	__u32 tgid, tid, zero = 0, vi, state, zone = 0;
-	struct nupp_smp_proc *p;
+	__u64 g = 0, zaddr;
+	__u32 zero = 0, vi, state, zone = 0;
 	struct smp_scratch *s;
 	struct pt_regs *ur;
-	struct nupp_walk_regs r;
+	struct nupp_walk_regs r = {};
 	struct nupp_smp_count_key key = {};
 	struct nupp_smp_count *c, init = {};
 	__s32 vmstate = 0;
@@ -208,36 +281,31 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 	__u8 fc_ok;
 	int err;
 
-	if (paused)
-		return 0;
-	id = bpf_get_current_pid_tgid();
-	tgid = id >> 32;
-	tid = (__u32)id;
-	p = bpf_map_lookup_elem(&procs, &tgid);
-	if (!p)
-		return 0;
-	/* User registers also for samples taken in kernel mode (facts.md §2). */
+	/* User registers also for samples taken in kernel mode (in a syscall: the frame saved
+	 * at kernel entry). */
 	ur = (struct pt_regs *)bpf_task_pt_regs(bpf_get_current_task_btf());
 	if (!ur)
-		return smp_lose(NUPP_SMP_LOST_NO_VM);
+		return smp_lose(buf, NUPP_SMP_LOST_NO_VM);
 	r.ip = ur->ip;
 	r.rbx = ur->bx;
 	r.rdx = ur->dx;
 	r.rbp = ur->bp;
 	r.r14 = ur->r14;
+	r.sp = ur->sp;
+	/* No VM known yet (before vm_open, or a process that is not LuaJIT yet). */
 	if (!p->layout_ok)
-		return smp_lose(NUPP_SMP_LOST_NO_VM);
+		return smp_host(buf, tgid, r.ip);
 	/* Frees happen on the VM's own thread, never during this sample of it. */
 	pgen = p->pgen;
-	vi = smp_pick_vm(p, r.r14, tid, &g);
+	vi = smp_pick_vm(p, &r, tid, &g);
 	if (vi >= NUPP_SMP_MAX_VMS)
-		return smp_lose(NUPP_SMP_LOST_NO_VM);
+		return smp_host(buf, tgid, r.ip);
 	zaddr = p->zone_addr[vi & (NUPP_SMP_MAX_VMS - 1)];
 	fc_ok = p->fc_ok[vi & (NUPP_SMP_MAX_VMS - 1)];
 	/* A VM whose prototype lifetime probes are not attached (another LuaJIT binary in
 	 * the process): its frames could not be named with proof. */
 	if (!fc_ok)
-		return smp_lose(NUPP_SMP_LOST_NO_VM);
+		return smp_lose(buf, NUPP_SMP_LOST_NO_VM);
 	s = bpf_map_lookup_elem(&scratch, &zero);
 	if (!s)
 		return 0;
@@ -257,52 +325,80 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 		} else {
 			if (s->w.mode == NUPP_WALK_TRACE)
 				nupp_walk_trace(&s->w, &s->lo, vmstate, r.ip);
-			bpf_loop(NUPP_WALK_MAX_ITER, smp_walk_cb, NULL, 0);
+			bpf_loop(NUPP_WALK_MAX_ITER(max_depth), smp_walk_cb, NULL, 0);
 			if (s->w.result == NUPP_WALK_RUN)
-				s->w.result = NUPP_WALK_TRUNCATED;
+				nupp_walk_cut(&s->w); /* out of iterations: a cut stack */
 			if (s->w.result == NUPP_WALK_DONE && !s->w.st.depth)
 				s->w.result = NUPP_WALK_BAD_FRAME; /* no frame at all is not a stack */
 			if (s->w.result == NUPP_WALK_DONE)
 				break;
 		}
-		how = nupp_walk_retry(&s->w, &s->lo, vmstate, attempt);
+		how = nupp_walk_retry(&s->w, &s->lo, vmstate, attempt, r.ip);
 		if (!how)
 			break;
 	}
+	if (s->w.result == NUPP_WALK_NOT_RUNNING)
+		return smp_host(buf, tgid, r.ip); /* this thread does not run the VM now */
 	if (s->w.result != NUPP_WALK_DONE) {
-		__u32 where = (s->w.mode * 1024 + (s->w.iter ? 512 : 0) + s->w.why) & 4095;
+		__u32 where = (((s->w.mode * 2 + (s->w.iter ? 1 : 0)) << 11) | (s->w.why & 2047)) & 16383;
 		__u64 *n = bpf_map_lookup_elem(&lost_where, &where);
 
 		if (n)
 			*n += 1;
-		return smp_lose((__u32)s->w.result - 1);
+		return smp_lose(buf, (__u32)s->w.result - 1);
 	}
 	if (zaddr && nupp_zone_read(zaddr, &zone))
-		return smp_lose(NUPP_SMP_LOST_READ_FAULT);
-	key.tgid = tgid;
+		return smp_lose(buf, NUPP_SMP_LOST_READ_FAULT);
+	key.tgid = tgid | (buf ? NUPP_SMP_TGID_BUF : 0);
 	key.zone = zone;
 	/* Incarnations of a prototype at one address are counted apart. */
 	s->w.st.pgen = pgen;
-	key.stack = nupp_walk_mix(s->w.hash, pgen);
+	key.stack = (nupp_walk_mix(s->w.hash, pgen) & ~NUPP_SMP_STACK_BUF) | (buf ? NUPP_SMP_STACK_BUF : 0);
 	state = nupp_walk_state(&s->lo, vmstate);
 	/* A counted stack was stored before its count was created: one lookup in the
 	 * common case. A new one is stored first (looked up before: an update of an
-	 * existing key costs ~1 us with these 2 KB values). */
+	 * existing key costs ~1 us with these 2 KB values). Each buffer holds the stacks of
+	 * its counts (userspace empties both maps of a buffer together). */
 	c = bpf_map_lookup_elem(&counts, &key);
 	if (!c && !bpf_map_lookup_elem(&stacks, &key.stack)) {
 		err = bpf_map_update_elem(&stacks, &key.stack, &s->w.st, BPF_NOEXIST);
 		if (err && err != -17 /* EEXIST: another CPU stored it */)
-			return smp_lose(NUPP_SMP_LOST_MAP_FULL);
+			return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
 	}
 	if (!c) {
 		/* EEXIST from a racing CPU is fine; a full map shows as a failed lookup. */
 		bpf_map_update_elem(&counts, &key, &init, BPF_NOEXIST);
 		c = bpf_map_lookup_elem(&counts, &key);
 		if (!c)
-			return smp_lose(NUPP_SMP_LOST_MAP_FULL);
+			return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
 	}
 	if (state < NUPP_SMP_NSTATES)
 		__sync_fetch_and_add(&c->n[state], 1);
+	return 0;
+}
+
+/* The CPU-clock sample: walk the running Lua stack (or name the host code) and count it,
+ * marked in flight on this CPU while it reads or writes a buffer. */
+SEC("perf_event")
+int nupp_sample(struct bpf_perf_event_data *ctx)
+{
+	__u64 id;
+	__u32 tgid, tid, cpu, buf;
+	struct nupp_smp_proc *p;
+
+	if (paused)
+		return 0;
+	id = bpf_get_current_pid_tgid();
+	tgid = id >> 32;
+	tid = (__u32)id;
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		return 0;
+	cpu = bpf_get_smp_processor_id() & (NUPP_SMP_MAX_CPUS - 1);
+	__sync_fetch_and_add(&inflight[cpu].n, 1); /* a full barrier: then read the epoch */
+	buf = (__u32)(*(volatile __u64 *)&epoch) & 1;
+	smp_sample(p, tgid, tid, buf);
+	__sync_fetch_and_add(&inflight[cpu].n, 1);
 	return 0;
 }
 
@@ -328,7 +424,9 @@ static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, 
 	ev->mcode = mcode;
 	ev->traceno = traceno;
 	ev->pad = 0;
-	bpf_ringbuf_submit(ev, 0);
+	/* Woken now: after prototype events sent without a wake-up, a default submit does
+	 * not wake the reader, who must read a new trace while the process lives. */
+	bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
 }
 
 /* The generation a trace free ends (0 while the layout is unknown: no sample yet). */
@@ -446,6 +544,77 @@ int BPF_USDT(nupp_smp_proto_new, __u64 g, __u64 pt)
 	return 0;
 }
 
+/* Constants of a dying prototype being copied (bpf_loop state; the bytes used so far
+ * are kept in b->h.size, map memory, so every iteration verifies alike). */
+struct smp_kstr_ctx {
+	struct smp_proto_buf *b;
+	struct nupp_smp_proc *p;
+	__u64 k;
+};
+
+/* bpf_loop callback: copies string constant i (the GCRef at k[-1 - i]). */
+static long smp_kstr_cb(__u32 i, void *data)
+{
+	struct smp_kstr_ctx *c = data;
+	struct nupp_smp_kstr e = {};
+	__u64 ref = 0;
+	__u32 len = 0, n, at = c->b->h.size;
+	__u8 gct = 0;
+
+	if (at >= NUPP_SMP_KSTR_DATA - sizeof(e) - NUPP_SMP_KSTR_LEN)
+		return 1; /* full: used stays below NUPP_SMP_KSTR_DATA */
+	if (bpf_probe_read_user(&ref, 8, (const void *)(c->k - 8ull * (i + 1))) || !ref ||
+	    bpf_probe_read_user(&gct, 1, (const void *)(ref + c->p->lo.pt_gct)) || gct != c->p->lo.gct_str ||
+	    bpf_probe_read_user(&len, 4, (const void *)(ref + c->p->lo.str_len)))
+		return 0;
+	n = len < NUPP_SMP_KSTR_LEN ? len : NUPP_SMP_KSTR_LEN;
+	n &= 127;
+	at &= NUPP_SMP_KSTR_DATA - 1;
+	if (n && bpf_probe_read_user(&c->b->data[at + sizeof(e)], n, (const void *)(ref + c->p->lo.str_size)))
+		return 0;
+	e.idx = (__u16)i;
+	e.len = (__u8)n;
+	e.whole = len <= NUPP_SMP_KSTR_LEN;
+	__builtin_memcpy(&c->b->data[at], &e, sizeof(e));
+	c->b->h.size = at + sizeof(e) + n;
+	return 0;
+}
+
+/* Is g no longer open in the process (its lua_close has begun)? */
+static __always_inline int smp_vm_gone(struct nupp_smp_proc *p, __u64 g)
+{
+	__u32 i, n = p->nvm;
+
+	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
+		if (i >= n)
+			break;
+		if (p->g[i] == g)
+			return 0;
+	}
+	return 1;
+}
+
+/* Sends the string constants of a prototype of a closing VM (b held its free event). */
+static __always_inline void smp_kstr(struct smp_proto_buf *b, struct nupp_smp_proc *p, __u64 pt)
+{
+	struct smp_kstr_ctx c = { .b = b, .p = p };
+	__u32 nk = 0, used;
+
+	if (bpf_probe_read_user(&c.k, 8, (const void *)(pt + p->lo.pt_k)) || !c.k ||
+	    bpf_probe_read_user(&nk, 4, (const void *)(pt + p->lo.pt_sizekgc)))
+		return;
+	b->h.size = 0;
+	bpf_loop(nk < NUPP_SMP_KSTR_N ? nk : NUPP_SMP_KSTR_N, smp_kstr_cb, &c, 0);
+	used = b->h.size & (NUPP_SMP_KSTR_DATA - 1);
+	if (!used)
+		return;
+	b->h.kind = NUPP_SMP_EV_PROTO_KSTR;
+	b->h.full = nk;
+	b->h.size = used;
+	/* Lost (ring buffer full): the names these gave are refused, as before. */
+	bpf_ringbuf_output(&events, b, sizeof(b->h) + used, smp_proto_wakeup());
+}
+
 /* luajit:proto_free(g, pt): a prototype dies. Its generation ends (samples taken before saw
  * this incarnation); its allocation, intact until after this probe, is sent as it is; and
  * every frame cache entry is dropped (the memory may hold another prototype next). */
@@ -476,8 +645,12 @@ int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 		goto lost;
 	b->h.full = sizept;
 	b->h.size = n;
-	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup()) == 0)
+	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup()) == 0) {
+		/* lua_close: the strings its constants name die after every prototype. */
+		if (smp_vm_gone(p, g))
+			smp_kstr(b, p, pt);
 		return 0;
+	}
 lost:
 	/* Userspace cannot tell which prototype died at gen: it starts over. */
 	__sync_fetch_and_add(&p->nlost, 1);

@@ -316,6 +316,8 @@ int nupp_sample_set_filter(const struct nupp_sample_set *in, const char *zone_pr
 	int err;
 
 	memcpy(out->lost, in->lost, sizeof(out->lost));
+	out->host_samples = in->host_samples;
+	out->cut_samples = in->cut_samples;
 	for (i = 0; i < in->n; i++) {
 		const struct nupp_sample_row *r = &in->rows[i];
 

@@ -41,7 +41,7 @@ struct record_opts {
 	const char *aborts_csv;
 	const char *zone;
 	const char *root;
-	bool lines, quiet, aborts, include_benign, subprocesses;
+	bool lines, quiet, aborts, include_benign, subprocesses, lua_only;
 	bool why; /* --why: explain hot interpreted code at the end */
 	__u32 max_stacks;
 	pid_t pid;
@@ -76,7 +76,10 @@ static void record_usage(FILE *f)
 		"                         of every -o (e.g. -f svg -o - | ...)\n"
 		"      --top N            print the N hottest functions on stderr at the end\n"
 		"      --full-filenames   name Lua frames by the chunk's full path, not its basename\n"
-		"      --depth N          frames per stack (default and most: 64)\n"
+		"      --depth N          frames per stack, 1..256 (default 64); a deeper stack keeps\n"
+		"                         its leaf-most N frames under a [truncated] root frame\n"
+		"      --lua-only         leave out host code (the [host];<function> rows: threads\n"
+		"                         and moments outside Lua; meta.hostSamples still counts them)\n"
 		"      --lines            name Lua frames module:line (current line)\n"
 		"      --zone PREFIX      keep samples whose zone path starts with PREFIX\n"
 		"      --root MODULE      cut each stack below the outermost frame of MODULE\n"
@@ -125,7 +128,7 @@ static enum nupp_format record_format(const struct record_opts *o, const char *p
 static int record_parse(int argc, char **argv, struct record_opts *o)
 {
 	enum { O_INTERVAL = 256, O_DEPTH, O_LINES, O_ZONE, O_ROOT, O_NOABORTS, O_BENIGN, O_ABORTS, O_MAXSTACKS,
-	       O_SUBPROC, O_WHY, O_TOP, O_FULLNAMES };
+	       O_SUBPROC, O_WHY, O_TOP, O_FULLNAMES, O_LUAONLY };
 	static const struct option opts[] = {
 		{ "pid", required_argument, NULL, 'p' },
 		{ "frequency", required_argument, NULL, 'F' },
@@ -141,6 +144,7 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 		{ "aborts", required_argument, NULL, O_ABORTS },
 		{ "max-stacks", required_argument, NULL, O_MAXSTACKS },
 		{ "subprocesses", no_argument, NULL, O_SUBPROC },
+		{ "lua-only", no_argument, NULL, O_LUAONLY },
 		{ "quiet", no_argument, NULL, 'q' },
 		{ "why", no_argument, NULL, O_WHY },
 		{ "format", required_argument, NULL, 'f' },
@@ -231,6 +235,9 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 			break;
 		case O_LINES:
 			o->lines = true;
+			break;
+		case O_LUAONLY:
+			o->lua_only = true;
 			break;
 		case O_ZONE:
 			o->zone = optarg;
@@ -552,7 +559,7 @@ static void record_warnings(const struct record_opts *o, struct nupp_session *se
 
 static int record_run(int argc, char **argv)
 {
-	struct record_opts o = { .freq = 99, .depth = 64, .aborts = true };
+	struct record_opts o = { .freq = 99, .depth = NUPP_SMP_DEFAULT_DEPTH, .aborts = true };
 	struct nupp_session *ses = NULL;
 	struct nupp_profile *prof = NULL;
 	char *cmdline = NULL, *target = NULL;
@@ -610,7 +617,7 @@ static int record_run(int argc, char **argv)
 			.lines = o.lines, .include_benign = o.include_benign, .max_stacks = o.max_stacks,
 			.zone_filter = o.zone, .root = o.root, .drain_ms = RECORD_DRAIN_MS,
 			.subprocesses = o.subprocesses, .command = cmdline, .target = target,
-			.full_filenames = o.full_filenames,
+			.full_filenames = o.full_filenames, .lua_only = o.lua_only,
 		};
 
 		ses = nupp_session_open(&so, &err);

@@ -180,3 +180,286 @@ __u64 nupp_maps_addr(const struct nupp_map *maps, int n, const char *path, __u64
 	}
 	return 0;
 }
+
+/* -- Address maps: a process's mappings and its files' function symbols ----------- */
+
+/* One ELF file's function symbols (sorted by address) and its loadable segments. */
+struct elf_file {
+	char path[512];
+	int fd;      /* for code reads, -1 if the file could not be opened */
+	int type;    /* ET_EXEC or ET_DYN */
+	struct elf_fsym {
+		__u64 value, size;
+		char *name;
+	} *syms;
+	size_t nsyms;
+	struct elf_seg {
+		__u64 off, vaddr, filesz;
+	} segs[16];
+	int nsegs;
+	struct elf_file *next;
+};
+
+struct nupp_addrmap {
+	pid_t pid;
+	struct nupp_map *maps;
+	int nmaps;
+	struct elf_file *files;
+};
+
+/* Orders symbols by address. */
+static int elf_sym_cmp(const void *a, const void *b)
+{
+	const struct elf_fsym *x = a, *y = b;
+
+	return x->value < y->value ? -1 : x->value > y->value;
+}
+
+/* Loads a file's function symbols (symtab and dynsym) and PT_LOAD segments. */
+static void elf_file_load(struct elf_file *f)
+{
+	Elf *e = elf_open_file(f->path, &f->fd);
+	Elf_Scn *scn = NULL;
+	GElf_Ehdr eh;
+	size_t i, n, cap = 0;
+
+	if (!e)
+		return;
+	if (gelf_getehdr(e, &eh))
+		f->type = eh.e_type;
+	if (elf_getphdrnum(e, &n) == 0)
+		for (i = 0; i < n && f->nsegs < 16; i++) {
+			GElf_Phdr ph;
+
+			if (gelf_getphdr(e, (int)i, &ph) && ph.p_type == PT_LOAD) {
+				f->segs[f->nsegs].off = ph.p_offset;
+				f->segs[f->nsegs].vaddr = ph.p_vaddr;
+				f->segs[f->nsegs++].filesz = ph.p_filesz;
+			}
+		}
+	while ((scn = elf_nextscn(e, scn)) != NULL) {
+		GElf_Shdr sh;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM) ||
+		    !sh.sh_entsize)
+			continue;
+		d = elf_getdata(scn, NULL);
+		for (i = 0; d && i < sh.sh_size / sh.sh_entsize; i++) {
+			GElf_Sym sym;
+			const char *name;
+
+			if (!gelf_getsym(d, (int)i, &sym) ||
+			    (GELF_ST_TYPE(sym.st_info) != STT_FUNC && GELF_ST_TYPE(sym.st_info) != STT_GNU_IFUNC) ||
+			    !sym.st_value || sym.st_shndx == SHN_UNDEF)
+				continue;
+			name = elf_strptr(e, sh.sh_link, sym.st_name);
+			if (!name || !name[0])
+				continue;
+			if (f->nsyms == cap) {
+				struct elf_fsym *ns = realloc(f->syms, (cap = cap ? cap * 2 : 256) * sizeof(*ns));
+
+				if (!ns)
+					break;
+				f->syms = ns;
+			}
+			f->syms[f->nsyms].value = sym.st_value;
+			f->syms[f->nsyms].size = sym.st_size;
+			f->syms[f->nsyms].name = strdup(name);
+			if (f->syms[f->nsyms].name)
+				f->nsyms++;
+		}
+	}
+	elf_end(e);
+	qsort(f->syms, f->nsyms, sizeof(*f->syms), elf_sym_cmp);
+}
+
+/* The loaded file of path (loaded on first use). */
+static struct elf_file *elf_file_get(struct nupp_addrmap *a, const char *path)
+{
+	struct elf_file *f;
+
+	for (f = a->files; f; f = f->next)
+		if (strcmp(f->path, path) == 0)
+			return f;
+	f = calloc(1, sizeof(*f));
+	if (!f)
+		return NULL;
+	snprintf(f->path, sizeof(f->path), "%s", path);
+	f->fd = -1;
+	elf_file_load(f);
+	f->next = a->files;
+	a->files = f;
+	return f;
+}
+
+/* A new, empty address map of pid (read by nupp_addrmap_refresh). */
+struct nupp_addrmap *nupp_addrmap_new(pid_t pid)
+{
+	struct nupp_addrmap *a = calloc(1, sizeof(*a));
+
+	if (a)
+		a->pid = pid;
+	return a;
+}
+
+/* Frees the map and its files. */
+void nupp_addrmap_free(struct nupp_addrmap *a)
+{
+	struct elf_file *f, *nf;
+	size_t i;
+
+	if (!a)
+		return;
+	for (f = a->files; f; f = nf) {
+		nf = f->next;
+		for (i = 0; i < f->nsyms; i++)
+			free(f->syms[i].name);
+		free(f->syms);
+		if (f->fd >= 0)
+			close(f->fd);
+		free(f);
+	}
+	free(a->maps);
+	free(a);
+}
+
+/* Reads the process's mappings again (kept as they were if it is gone); 0 or -errno.
+ * Earlier mappings that no new one overlaps are kept after the new ones, so code that
+ * ran before an exec or a dlclose is still named as it was mapped when it ran. */
+int nupp_addrmap_refresh(struct nupp_addrmap *a)
+{
+	struct nupp_map *maps = NULL, *nm;
+	int n = nupp_maps_read(a->pid, &maps), i, j, keep = 0;
+
+	if (n < 0)
+		return n;
+	for (i = 0; i < a->nmaps && n + keep < 4096; i++) {
+		for (j = 0; j < n; j++)
+			if (a->maps[i].start < maps[j].end && maps[j].start < a->maps[i].end)
+				break;
+		if (j < n || a->maps[i].path[0] != '/')
+			continue;
+		nm = realloc(maps, (size_t)(n + keep + 1) * sizeof(*maps));
+		if (!nm)
+			break;
+		maps = nm;
+		maps[n + keep++] = a->maps[i];
+	}
+	free(a->maps);
+	a->maps = maps;
+	a->nmaps = n + keep;
+	return 0;
+}
+
+/* The mapping that holds addr, or NULL. */
+static const struct nupp_map *elf_map_of(const struct nupp_addrmap *a, __u64 addr)
+{
+	int i;
+
+	for (i = 0; i < a->nmaps; i++)
+		if (addr >= a->maps[i].start && addr < a->maps[i].end)
+			return &a->maps[i];
+	return NULL;
+}
+
+/* The file and link-time address of runtime address addr; 0, or -ENOENT (anonymous or
+ * not mapped: *m says which). */
+static int elf_locate(struct nupp_addrmap *a, __u64 addr, const struct nupp_map **m, struct elf_file **f,
+		      __u64 *off, __u64 *vaddr)
+{
+	int i;
+
+	*m = elf_map_of(a, addr);
+	if (!*m || (*m)->path[0] != '/')
+		return -ENOENT;
+	*f = elf_file_get(a, (*m)->path);
+	if (!*f)
+		return -ENOMEM;
+	*off = addr - (*m)->start + (*m)->offset;
+	*vaddr = *off;
+	for (i = 0; i < (*f)->nsegs; i++)
+		if (*off >= (*f)->segs[i].off && *off < (*f)->segs[i].off + (*f)->segs[i].filesz) {
+			*vaddr = *off - (*f)->segs[i].off + (*f)->segs[i].vaddr;
+			break;
+		}
+	return 0;
+}
+
+/* The function symbol of f that contains link-time address v, or NULL. */
+static const struct elf_fsym *elf_sym_at(const struct elf_file *f, __u64 v)
+{
+	size_t lo = 0, hi = f->nsyms;
+	const struct elf_fsym *s;
+
+	while (lo < hi) {
+		size_t mid = (lo + hi) / 2;
+
+		if (f->syms[mid].value <= v)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	s = &f->syms[lo - 1];
+	/* A sized symbol ends where it says; an unsized one where the next begins. */
+	if (s->size ? v >= s->value + s->size : (lo < f->nsyms && v >= f->syms[lo].value))
+		return NULL;
+	return s;
+}
+
+/* The function containing runtime address addr: 0 with its name and runtime start, or
+ * -ENOENT when no symbol of a mapped file contains it. */
+int nupp_addrmap_sym(struct nupp_addrmap *a, __u64 addr, __u64 *start, char *buf, size_t size)
+{
+	const struct nupp_map *m;
+	const struct elf_fsym *s;
+	struct elf_file *f;
+	__u64 off, v;
+
+	if (elf_locate(a, addr, &m, &f, &off, &v))
+		return -ENOENT;
+	s = elf_sym_at(f, v);
+	if (!s)
+		return -ENOENT;
+	snprintf(buf, size, "%s", s->name);
+	if (start)
+		*start = addr - (v - s->value);
+	return 0;
+}
+
+/* Names the code at runtime address addr: its function's ELF symbol (0); else the file and
+ * link-time address "libfoo.so+0x1a2b" or the mapping "[vdso]", "[anon]" (1); -ENOENT if no
+ * mapping holds it. */
+int nupp_addrmap_name(struct nupp_addrmap *a, __u64 addr, char *buf, size_t size)
+{
+	const struct nupp_map *m;
+	struct elf_file *f;
+	__u64 off, v;
+	const char *base;
+
+	if (nupp_addrmap_sym(a, addr, NULL, buf, size) == 0)
+		return 0;
+	if (elf_locate(a, addr, &m, &f, &off, &v) == 0) {
+		base = strrchr(m->path, '/');
+		snprintf(buf, size, "%s+%#llx", base ? base + 1 : m->path, (unsigned long long)v);
+		return 1;
+	}
+	if (!m)
+		return -ENOENT;
+	snprintf(buf, size, "%s", m->path[0] ? m->path : "[anon]");
+	return 1;
+}
+
+/* Reads len bytes of code at runtime address addr from its mapped file; 0 or -errno. */
+int nupp_addrmap_read(struct nupp_addrmap *a, __u64 addr, void *buf, size_t len)
+{
+	const struct nupp_map *m;
+	struct elf_file *f;
+	__u64 off, v;
+
+	if (elf_locate(a, addr, &m, &f, &off, &v) || f->fd < 0 || addr + len > m->end)
+		return -ENOENT;
+	return pread(f->fd, buf, len, (off_t)off) == (ssize_t)len ? 0 : -EIO;
+}

@@ -35,4 +35,23 @@ int nupp_maps_read(pid_t pid, struct nupp_map **maps);
 /* The runtime address of a file offset of path in pid's maps, or 0. */
 __u64 nupp_maps_addr(const struct nupp_map *maps, int n, const char *path, __u64 off);
 
+/* -- Address maps (user/elf.c): a process's mappings and its files' symbols --- */
+
+struct nupp_addrmap;
+
+/* A new, empty address map of pid (read by nupp_addrmap_refresh). */
+struct nupp_addrmap *nupp_addrmap_new(pid_t pid);
+/* Frees the map and its files. */
+void nupp_addrmap_free(struct nupp_addrmap *a);
+/* Reads the process's mappings again (kept as they were if it is gone); 0 or -errno. */
+int nupp_addrmap_refresh(struct nupp_addrmap *a);
+/* The function containing runtime address addr: 0 with its ELF symbol name and runtime
+ * start, or -ENOENT when no symbol of a mapped file contains it (never the nearest one). */
+int nupp_addrmap_sym(struct nupp_addrmap *a, __u64 addr, __u64 *start, char *buf, size_t size);
+/* Names the code at addr: its ELF symbol (0); else "file+0xVADDR" or the mapping's name
+ * ("[vdso]", "[anon]") (1); -ENOENT if no mapping holds it. */
+int nupp_addrmap_name(struct nupp_addrmap *a, __u64 addr, char *buf, size_t size);
+/* Reads len bytes of code at runtime address addr from its mapped file; 0 or -errno. */
+int nupp_addrmap_read(struct nupp_addrmap *a, __u64 addr, void *buf, size_t len);
+
 #endif /* NUPP_INTERNAL_H */

@@ -209,6 +209,8 @@ static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
 	err = err ? err : pread_uint(r, meta, "meta", "samples", false, samples);
 	err = err ? err : pread_uint(r, meta, "meta", "totalAborts", false, &r->p->aborts.total_aborts);
 	err = err ? err : pread_uint(r, meta, "meta", "blacklisted", false, &r->p->aborts.blacklisted);
+	err = err ? err : pread_uint(r, meta, "meta", "hostSamples", false, &r->p->samples.host_samples);
+	err = err ? err : pread_uint(r, meta, "meta", "truncatedStacks", false, &r->p->samples.cut_samples);
 	if (err)
 		return err;
 	v = json_object_get(meta, "durationSec");

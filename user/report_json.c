@@ -2,6 +2,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "nupp/nupp.h"
 #include "nupp/profile.h"
@@ -57,6 +58,8 @@ static json_t *json_meta(const struct nupp_profile_meta *m, const struct nupp_sa
 	err |= json_put(meta, "depth", json_integer(m->depth));
 	err |= json_put(meta, "durationSec", json_real(m->duration_sec));
 	err |= json_put(meta, "samples", json_integer((json_int_t)s->samples));
+	err |= json_put(meta, "hostSamples", json_integer((json_int_t)s->host_samples));
+	err |= json_put(meta, "truncatedStacks", json_integer((json_int_t)s->cut_samples));
 	err |= json_put(meta, "lost", lost);
 	lost = NULL;
 	err |= json_put(meta, "zoneFilter", rjson_str_or_null(m->zone_filter));
@@ -76,28 +79,6 @@ fail:
 	json_decref(lost);
 	json_decref(meta);
 	return NULL;
-}
-
-/* The "samples" array: the seed's profile.Sample fields. */
-static json_t *json_samples(const struct nupp_sample_set *s)
-{
-	json_t *arr = json_array();
-	size_t i;
-
-	for (i = 0; arr && i < s->n; i++) {
-		const struct nupp_sample_row *r = &s->rows[i];
-		json_t *o = json_pack("{s:i, s:o, s:o, s:I, s:I, s:I, s:I, s:I, s:I}", "pid", (int)r->pid, "zonePath",
-				      rjson_str(r->zone_path), "stack", rjson_str(r->stack), "count", (json_int_t)r->count,
-				      "compiled", (json_int_t)r->compiled,
-				      "interpreted", (json_int_t)r->interpreted, "cCode", (json_int_t)r->ccode,
-				      "collecting", (json_int_t)r->collecting, "compiling", (json_int_t)r->compiling);
-
-		if (!o || json_array_append_new(arr, o)) {
-			json_decref(arr);
-			return NULL;
-		}
-	}
-	return arr;
 }
 
 /* The "aborts" array: the seed's profile.AbortSite fields. */
@@ -120,25 +101,124 @@ static json_t *json_aborts(const struct nupp_abort_set *a)
 	return arr;
 }
 
-/* Writes the nupp profile JSON document (version 1). */
+/* Output buffer of a dump: jansson writes a document in small pieces, and one fwrite
+ * (with its stream lock) per piece was most of the time of a large profile. */
+struct rjson_buf {
+	FILE *f;
+	size_t n;
+	int err;
+	char b[1 << 16];
+};
+
+/* Flushes the buffer to its file. */
+static void rjson_flush(struct rjson_buf *o)
+{
+	if (o->n && !o->err && fwrite(o->b, 1, o->n, o->f) != o->n)
+		o->err = -EIO;
+	o->n = 0;
+}
+
+/* json_dump_callback's writer: appends to the buffer. */
+static int rjson_put(const char *buf, size_t size, void *data)
+{
+	struct rjson_buf *o = data;
+
+	if (size > sizeof(o->b) - o->n) {
+		rjson_flush(o);
+		if (size > sizeof(o->b)) {
+			if (!o->err && fwrite(buf, 1, size, o->f) != size)
+				o->err = -EIO;
+			return o->err ? -1 : 0;
+		}
+	}
+	memcpy(o->b + o->n, buf, size);
+	o->n += size;
+	return o->err ? -1 : 0;
+}
+
+/* Appends a JSON value dumped by jansson (the meta, the aborts, an encoded name). */
+static void rjson_value(struct rjson_buf *o, json_t *v, size_t flags)
+{
+	if (!v || json_dump_callback(v, rjson_put, o, flags | JSON_ENCODE_ANY | JSON_PRESERVE_ORDER))
+		o->err = o->err ? o->err : -ENOMEM;
+}
+
+/* Appends a name as a JSON string: a name of printable ASCII without quote or backslash
+ * (nearly every frame name) as it is, anything else encoded by jansson in the lossless
+ * form. */
+static void rjson_name(struct rjson_buf *o, const char *s)
+{
+	const unsigned char *p = (const unsigned char *)s;
+	json_t *v;
+
+	while (*p >= 0x20 && *p < 0x7f && *p != '"' && *p != '\\')
+		p++;
+	if (!*p) {
+		rjson_put("\"", 1, o);
+		rjson_put(s, (size_t)(p - (const unsigned char *)s), o);
+		rjson_put("\"", 1, o);
+		return;
+	}
+	v = rjson_str(s);
+	rjson_value(o, v, 0);
+	json_decref(v);
+}
+
+/* Appends the "samples" array, one row (the seed's profile.Sample fields) per line:
+ * streamed, since a profile may hold 100,000 distinct stacks. */
+static void rjson_samples(struct rjson_buf *o, const struct nupp_sample_set *s)
+{
+	char num[256];
+	size_t i;
+
+	rjson_put("[", 1, o);
+	for (i = 0; i < s->n && !o->err; i++) {
+		const struct nupp_sample_row *r = &s->rows[i];
+		int n;
+
+		n = snprintf(num, sizeof(num), "%s\n  {\"pid\": %d, \"zonePath\": ", i ? "," : "", (int)r->pid);
+		rjson_put(num, (size_t)n, o);
+		rjson_name(o, r->zone_path);
+		rjson_put(", \"stack\": ", 11, o);
+		rjson_name(o, r->stack);
+		n = snprintf(num, sizeof(num),
+			     ", \"count\": %llu, \"compiled\": %llu, \"interpreted\": %llu, \"cCode\": %llu, "
+			     "\"collecting\": %llu, \"compiling\": %llu}",
+			     (unsigned long long)r->count, (unsigned long long)r->compiled,
+			     (unsigned long long)r->interpreted, (unsigned long long)r->ccode,
+			     (unsigned long long)r->collecting, (unsigned long long)r->compiling);
+		rjson_put(num, (size_t)n, o);
+	}
+	rjson_put(s->n ? "\n ]" : "]", s->n ? 3 : 1, o);
+}
+
+/* Writes the nupp profile JSON document (version 1): the meta and the aborts dumped by
+ * jansson, the samples streamed row by row. */
 int nupp_write_profile_json(const struct nupp_profile_meta *m, const struct nupp_sample_set *s,
 			    const struct nupp_abort_set *a, FILE *f)
 {
-	json_t *doc = json_object();
-	int err = 0;
+	struct rjson_buf *o = malloc(sizeof(*o));
+	json_t *meta, *aborts;
+	int err;
 
-	if (!doc)
+	if (!o)
 		return -ENOMEM;
-	err |= json_put(doc, "version", json_integer(1));
-	err |= json_put(doc, "meta", json_meta(m, s, a));
-	err |= json_put(doc, "samples", json_samples(s));
-	err |= json_put(doc, "aborts", json_aborts(a));
-	if (!err)
-		err = json_dumpf(doc, f, JSON_INDENT(1) | JSON_PRESERVE_ORDER) ? -EIO : 0;
-	else
-		err = -ENOMEM;
-	if (!err && fputc('\n', f) == EOF)
-		err = -EIO;
-	json_decref(doc);
+	o->f = f;
+	o->n = 0;
+	o->err = 0;
+	meta = json_meta(m, s, a);
+	aborts = json_aborts(a);
+	rjson_put("{\n \"version\": 1,\n \"meta\": ", 26, o);
+	rjson_value(o, meta, JSON_INDENT(1));
+	rjson_put(",\n \"samples\": ", 14, o);
+	rjson_samples(o, s);
+	rjson_put(",\n \"aborts\": ", 13, o);
+	rjson_value(o, aborts, JSON_INDENT(1));
+	rjson_put("\n}\n", 3, o);
+	rjson_flush(o);
+	err = o->err;
+	json_decref(meta);
+	json_decref(aborts);
+	free(o);
 	return err;
 }

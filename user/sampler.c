@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <sched.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
 #include <sys/syscall.h>
@@ -36,6 +37,14 @@ struct smp_target {
 	__u64 pgen;  /* prototype generation when the current drain began */
 	__u64 nlost; /* prototype free events lost, as last seen */
 	int reset;   /* an event could not be recorded: forget the records at the drain */
+	struct nupp_addrmap *amap; /* mappings and symbols: host code, C functions, call sites */
+	bool amap_read;            /* mappings read in this drain */
+	/* Interpreter call sites (return addresses) checked for helper samples: 1 synced. */
+	struct smp_site {
+		__u64 ra;
+		int ok;
+	} sites[64];
+	int nsites;
 };
 
 /* USDT probes attached for one (binary, pid). */
@@ -56,10 +65,6 @@ struct nupp_sampler {
 	int ntargets;
 	struct smp_attach attach[SMP_MAX_ATTACH];
 	int nattach;
-	/* Stack hashes drained since the stacks map was last emptied (an open-addressing
-	 * set, 0 = empty slot): how full the map is, since BPF stores each stack once. */
-	__u64 *seen;
-	size_t nseen, seen_cap;
 	long ev_left;     /* events the current poll may still handle */
 	__u64 ev_handled; /* events handled (for -v) */
 };
@@ -146,7 +151,9 @@ static void smp_on_proto(struct nupp_sampler *s, struct smp_target *t, const str
 		t->reset = 1; /* a free not recorded is a lost free: start over at the drain */
 		return;
 	}
-	if (ev->kind == NUPP_SMP_EV_PROTO_NEW)
+	if (ev->kind == NUPP_SMP_EV_PROTO_KSTR)
+		e = nupp_sym_kstrs(t->sym, ev->pt, ev->pgen, data, ev->size);
+	else if (ev->kind == NUPP_SMP_EV_PROTO_NEW)
 		e = nupp_sym_born(t->sym, ev->pt, ev->pgen, ev->chunkname, ev->firstline, ev->sizebc, data, ev->size,
 				  ev->full);
 	else
@@ -180,14 +187,22 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 	t = smp_target(s, (pid_t)ev->tgid);
 	if (!t)
 		return;
-	if (ev->kind == NUPP_SMP_EV_PROTO_NEW || ev->kind == NUPP_SMP_EV_PROTO_FREE) {
+	if (ev->kind == NUPP_SMP_EV_PROTO_NEW || ev->kind == NUPP_SMP_EV_PROTO_FREE ||
+	    ev->kind == NUPP_SMP_EV_PROTO_KSTR) {
 		smp_on_proto(s, t, data, size);
 		return;
 	}
 	if (size < sizeof(*ev))
 		return;
 	switch (ev->kind) {
+	case NUPP_SMP_EV_VM_CLOSE:
+		/* The process's code is mapped now; it may be gone by the next drain. */
+		if (t->amap)
+			nupp_addrmap_refresh(t->amap);
+		break;
 	case NUPP_SMP_EV_VM_OPEN:
+		if (t->amap)
+			nupp_addrmap_refresh(t->amap);
 		if (!t->have_layout) {
 			struct nupp_smp_proc p;
 			__u32 key = ev->tgid;
@@ -218,6 +233,12 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 	}
 }
 
+/* Frames BPF walks: the depth, and one more (its caller names the outermost kept). */
+static __u32 smp_walk_depth(const struct nupp_sampler *s)
+{
+	return s->opts.depth < NUPP_SMP_MAX_DEPTH ? (__u32)s->opts.depth + 1 : NUPP_SMP_MAX_DEPTH;
+}
+
 /* Loads the sampler and opens one CPU-clock event per online CPU. */
 struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int *err)
 {
@@ -233,7 +254,7 @@ struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int
 		s->pfd[i] = -1;
 	s->opts.sz = sizeof(s->opts);
 	s->opts.freq_hz = 99;
-	s->opts.depth = NUPP_SMP_MAX_DEPTH;
+	s->opts.depth = NUPP_SMP_DEFAULT_DEPTH;
 	s->opts.max_stacks = 16384;
 	if (opts) {
 		if (opts->freq_hz)
@@ -245,6 +266,8 @@ struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int
 		s->opts.lines = opts->lines;
 		if (opts->sz >= offsetof(struct nupp_sampler_opts, full_filenames) + sizeof(opts->full_filenames))
 			s->opts.full_filenames = opts->full_filenames;
+		if (opts->sz >= offsetof(struct nupp_sampler_opts, lua_only) + sizeof(opts->lua_only))
+			s->opts.lua_only = opts->lua_only;
 	}
 	if (s->opts.freq_hz < 1 || s->opts.depth < 1 || s->opts.depth > NUPP_SMP_MAX_DEPTH) {
 		e = nupp_fail(-EINVAL, "invalid sampler options: frequency %d Hz, depth %d (1..%d)", s->opts.freq_hz,
@@ -258,9 +281,18 @@ struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int
 		nupp_fail(e, "cannot open the sampler BPF object: %s", strerror(-e));
 		goto fail;
 	}
-	s->skel->rodata->max_depth = (__u32)s->opts.depth;
-	bpf_map__set_max_entries(s->skel->maps.stacks, max_stacks);
-	bpf_map__set_max_entries(s->skel->maps.counts, max_stacks);
+	/* One frame more than kept when it fits: the outermost frame kept is named by its
+	 * caller, as it would be in a stack that is not cut. */
+	s->skel->rodata->max_depth = smp_walk_depth(s);
+	{
+		struct bpf_map *maps[] = { s->skel->maps.stacks, s->skel->maps.counts, s->skel->maps.hosts };
+
+		/* Room for max_stacks in each buffer. */
+		for (i = 0; i < (int)NUPP_ARRAY_SIZE(maps); i++)
+			bpf_map__set_max_entries(maps[i], NUPP_SMP_NBUF * max_stacks);
+		/* A stack value holds the frames of the depth asked for, no more. */
+		bpf_map__set_value_size(s->skel->maps.stacks, NUPP_SMP_STACK_SIZE(smp_walk_depth(s)));
+	}
 	/* The USDT programs are attached per binary by nupp_sampler_watch/add_pid. */
 	e = sampler_bpf__load(s->skel);
 	if (e) {
@@ -378,7 +410,10 @@ int nupp_sampler_add_pid(struct nupp_sampler *s, pid_t pid)
 		t = &s->targets[s->ntargets++];
 		memset(t, 0, sizeof(*t));
 		t->pid = pid;
+		t->amap = nupp_addrmap_new(pid);
 	}
+	if (t->amap)
+		nupp_addrmap_refresh(t->amap);
 	/* Enter the tgid first, so a vm_open firing from now on is recorded by BPF. */
 	memset(&p, 0, sizeof(p));
 	if (bpf_map_update_elem(fd, &key, &p, BPF_NOEXIST) && errno != EEXIST)
@@ -483,6 +518,8 @@ static int smp_target_ready(struct nupp_sampler *s, struct smp_target *t)
 		t->sym = nupp_sym_new(t->pid, &t->lo, s->opts.lines, smp_read, (void *)(long)t->pid);
 		if (t->sym)
 			nupp_sym_set_full_filenames(t->sym, s->opts.full_filenames);
+		if (t->sym && t->amap)
+			nupp_sym_set_addrmap(t->sym, t->amap);
 	}
 	if (!t->traces)
 		t->traces = nupp_traces_new(&t->lo, smp_read, (void *)(long)t->pid);
@@ -504,6 +541,7 @@ struct smp_row {
 	struct nupp_smp_stack *st; /* the frames used only */
 	char *stack;
 	int lost_reason;
+	bool cut; /* named with a [truncated] root */
 };
 
 /* Samples of a count. */
@@ -517,24 +555,97 @@ static __u64 smp_total(const struct nupp_smp_count *c)
 	return total;
 }
 
+/* C helpers the interpreter calls without storing BASE in L->base and PC in SAVE_PC
+ * first (every `call extern` of vm_x64.dasc was read: lj_tab_len 3209, lj_tab_get 1293,
+ * lj_tab_next 1360, lj_tab_getinth 800/1434, lj_gc_barrieruv 3473/3501; L->base but not
+ * SAVE_PC: lj_func_closeuv 3535, lj_dispatch_ins/stitch/profile 2242/2352/2368,
+ * lj_ccallback_leave 2730; neither, or not from a Lua frame: the rest). Calls through the
+ * PLT (libm: log, pow, frexp, modf, sin ... 1746-1821, 3339) have no symbol here and are
+ * refused with them. */
+static const char *const smp_nosync[] = {
+	"lj_tab_len",	     "lj_tab_get",	   "lj_tab_next",	   "lj_tab_getinth",
+	"lj_gc_barrieruv",   "lj_func_closeuv",	   "lj_dispatch_ins",	   "lj_dispatch_stitch",
+	"lj_dispatch_profile", "lj_ccallback_enter", "lj_ccallback_leave", "lj_state_growstack",
+	"lj_trace_exit",     "lj_err_trace",	   "lj_ffh_coroutine_wrap_err",
+};
+
+/* Did the interpreter store BASE and PC (L->base, SAVE_PC) before the call that returns to
+ * ra? A direct call is decoded (E8 rel32) and its callee named; an indirect one is a fast
+ * function's fallback handler (fff_fallback syncs both, vm_x64.dasc:2129-2143). */
+static bool smp_site_synced(struct smp_target *t, __u64 ra)
+{
+	unsigned char ins[5];
+	char name[128];
+	__u64 callee;
+	__s32 rel;
+	int i, ok = 0;
+	size_t k;
+
+	for (i = 0; i < t->nsites; i++)
+		if (t->sites[i].ra == ra)
+			return t->sites[i].ok;
+	if (!t->amap || nupp_addrmap_read(t->amap, ra - 5, ins, 5))
+		goto out; /* the code cannot be read: not proven */
+	if (ins[0] != 0xe8) {
+		ok = 1;
+		goto out;
+	}
+	memcpy(&rel, ins + 1, 4);
+	callee = ra + (__s64)rel;
+	/* A routine of the interpreter itself, or a PLT stub (no symbol): not proven. */
+	if ((callee >= t->lo.vm_begin && callee < t->lo.vm_end) ||
+	    nupp_addrmap_sym(t->amap, callee, NULL, name, sizeof(name)))
+		goto out;
+	ok = 1;
+	for (k = 0; k < NUPP_ARRAY_SIZE(smp_nosync); k++)
+		if (strcmp(name, smp_nosync[k]) == 0)
+			ok = 0;
+out:
+	i = t->nsites < (int)NUPP_ARRAY_SIZE(t->sites) ? t->nsites++ : (int)(ra % NUPP_ARRAY_SIZE(t->sites));
+	t->sites[i].ra = ra;
+	t->sites[i].ok = ok;
+	return ok;
+}
+
 /* Names one counted stack (again). */
 static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 {
-	struct nupp_smp_frame fr[NUPP_SMP_MAX_DEPTH + 32];
+	struct nupp_smp_frame fr[NUPP_SMP_MAX_DEPTH + 64];
 	struct smp_target *t = smp_target(s, (pid_t)r->key.tgid);
-	int n, e;
+	char *str;
+	int n, e, keep;
 
 	free(r->stack);
 	r->stack = NULL;
 	r->lost_reason = NUPP_LOST_SYMBOLIZE;
+	r->cut = (r->st->flags & NUPP_SMP_F_CUT) != 0;
 	if (!t || smp_target_ready(s, t))
 		return;
+	/* A helper's sample: L->base and SAVE_PC are its Lua stack only if its call synced. */
+	if ((r->st->flags & NUPP_SMP_F_HELPER) && !smp_site_synced(t, r->st->callsite)) {
+		r->lost_reason = NUPP_LOST_BAD_FRAME;
+		return;
+	}
 	n = nupp_traces_expand(t->traces, r->st, fr, (int)NUPP_ARRAY_SIZE(fr));
-	if (n > s->opts.depth) {
+	if (n == -E2BIG) {
 		r->lost_reason = NUPP_LOST_TRUNCATED;
 		return;
 	}
+	/* Deeper than the depth (the extra frame walked, inlined frames): the leaf-most are
+	 * kept, the outermost of them named by its caller, which is dropped. */
+	keep = n;
+	if (n > s->opts.depth) {
+		keep = s->opts.depth;
+		n = keep + 1;
+		r->cut = true;
+	}
 	e = n < 0 ? n : nupp_sym_stack(t->sym, fr, n, r->st->pgen, &r->stack);
+	if (!e && n > keep) {
+		char *semi = strchr(r->stack, ';');
+
+		memmove(r->stack, semi ? semi + 1 : r->stack + strlen(r->stack),
+			strlen(semi ? semi + 1 : r->stack + strlen(r->stack)) + 1);
+	}
 	if (e == -EAGAIN) {
 		r->stack = NULL;
 		r->lost_reason = SMP_ROW_WAIT;
@@ -547,6 +658,17 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 			(unsigned long long)r->st->pgen);
 		r->stack = NULL;
 		return;
+	}
+	if (r->cut) {
+		str = malloc(strlen(r->stack) + sizeof("[truncated];"));
+		if (!str) {
+			free(r->stack);
+			r->stack = NULL;
+			return;
+		}
+		sprintf(str, "[truncated];%s", r->stack);
+		free(r->stack);
+		r->stack = str;
 	}
 	r->lost_reason = -1;
 }
@@ -573,6 +695,8 @@ static int smp_add_row(struct smp_row *r, struct nupp_sample_set *out)
 	row.ccode = r->c.n[NUPP_SMP_CCODE];
 	row.collecting = r->c.n[NUPP_SMP_COLLECTING];
 	row.compiling = r->c.n[NUPP_SMP_COMPILING];
+	if (r->cut)
+		out->cut_samples += row.count;
 	return nupp_sample_set_add(out, zone, r->stack, &row); /* also counts out->samples */
 }
 
@@ -667,7 +791,7 @@ static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n
 static void smp_lost_where(struct nupp_sampler *s, int ncpu, const __u64 *zero)
 {
 	int fd = bpf_map__fd(s->skel->maps.lost_where);
-	__u32 nkeys = 4096, *keys = calloc(nkeys, sizeof(*keys)), out_batch = 0, r;
+	__u32 nkeys = 16384, *keys = calloc(nkeys, sizeof(*keys)), out_batch = 0, r;
 	__u64 *all = calloc((size_t)nkeys * ncpu, sizeof(*all));
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
 
@@ -684,47 +808,146 @@ static void smp_lost_where(struct nupp_sampler *s, int ncpu, const __u64 *zero)
 		if (!tot)
 			continue;
 		nupp_pr(NUPP_DEBUG, "walk lost %llu samples: mode %u iter>0 %u, include/nupp/walk.h:%u\n",
-			(unsigned long long)tot, keys[r] / 1024, (keys[r] / 512) & 1, keys[r] % 512);
+			(unsigned long long)tot, keys[r] >> 12, (keys[r] >> 11) & 1, keys[r] & 2047);
 		bpf_map_update_elem(fd, &keys[r], zero, BPF_ANY);
 	}
 	free(keys);
 	free(all);
 }
 
-/* Adds a drained stack hash to the set of stored stacks. */
-static void smp_seen_add(struct nupp_sampler *s, __u64 h)
+/* Makes BPF count into the other buffer and waits until no sample of the old one is in
+ * flight; returns the old buffer (0 or 1), which nothing writes until the next flip. */
+static int smp_flip(struct nupp_sampler *s)
 {
-	size_t i;
+	__u64 e = __atomic_load_n(&s->skel->bss->epoch, __ATOMIC_SEQ_CST), v, t0;
+	int ncpu = libbpf_num_possible_cpus(), c;
 
-	if (!s->seen) {
-		s->seen_cap = 4 * (size_t)s->opts.max_stacks;
-		s->seen = calloc(s->seen_cap, sizeof(*s->seen));
-		if (!s->seen)
-			return;
+	__atomic_store_n(&s->skel->bss->epoch, e + 1, __ATOMIC_SEQ_CST);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	for (c = 0; c < ncpu && c < NUPP_SMP_MAX_CPUS; c++) {
+		v = __atomic_load_n(&s->skel->bss->inflight[c].n, __ATOMIC_SEQ_CST);
+		if (!(v & 1))
+			continue;
+		/* A sample runs there (a few microseconds): wait for its end. */
+		t0 = smp_now_us();
+		while (__atomic_load_n(&s->skel->bss->inflight[c].n, __ATOMIC_SEQ_CST) == v &&
+		       smp_now_us() - t0 < 100000)
+			sched_yield();
 	}
-	h = h ? h : 1;
-	for (i = (size_t)(h * 0x9e3779b97f4a7c15ull) % s->seen_cap; s->seen[i]; i = (i + 1) % s->seen_cap)
-		if (s->seen[i] == h)
-			return;
-	/* The set holds at most max_stacks / 2 + one drain's keys (<= max_stacks). */
-	if (s->nseen + 1 < s->seen_cap) {
-		s->seen[i] = h;
-		s->nseen++;
+	return (int)(e & 1);
+}
+
+/* Is a key of buffer buf? */
+typedef bool (*smp_key_of)(const void *key, int buf);
+
+/* Reads and deletes the elements of buffer buf of a hash map (BPF writes only the other
+ * buffer's, adding them at the head of their buckets, so the walk misses none of buf's):
+ * *keys and *vals get malloc'ed arrays; the count, or -errno. */
+static long smp_take(int fd, size_t ksz, size_t vsz, smp_key_of of, int buf, void **keys, void **vals)
+{
+	size_t cap = 1024, n = 0, i;
+	char *k = malloc(cap * ksz), *v = malloc(cap * vsz), *nk, *nv;
+	char prev[64], cur[64];
+	int have = 0;
+
+	if (!k || !v)
+		goto nomem;
+	while (bpf_map_get_next_key(fd, have ? prev : NULL, cur) == 0) {
+		memcpy(prev, cur, ksz);
+		have = 1;
+		if (!of(cur, buf) || bpf_map_lookup_elem(fd, cur, v + n * vsz))
+			continue;
+		memcpy(k + n * ksz, cur, ksz);
+		if (++n == cap) {
+			cap *= 2;
+			nk = realloc(k, cap * ksz);
+			if (nk)
+				k = nk;
+			nv = realloc(v, cap * vsz);
+			if (nv)
+				v = nv;
+			if (!nk || !nv)
+				goto nomem;
+		}
 	}
+	for (i = 0; i < n; i++)
+		bpf_map_delete_elem(fd, k + i * ksz);
+	*keys = k;
+	*vals = v;
+	return (long)n;
+nomem:
+	free(k);
+	free(v);
+	return -ENOMEM;
+}
+
+/* Buffers of count, host and stack keys. */
+static bool smp_count_of(const void *key, int buf)
+{
+	return !!(((const struct nupp_smp_count_key *)key)->tgid & NUPP_SMP_TGID_BUF) == !!buf;
+}
+
+static bool smp_host_of(const void *key, int buf)
+{
+	return ((const struct nupp_smp_host_key *)key)->buf == (__u32)buf;
+}
+
+static bool smp_stack_of(const void *key, int buf)
+{
+	__u64 h;
+
+	memcpy(&h, key, 8);
+	return !!(h & NUPP_SMP_STACK_BUF) == !!buf;
+}
+
+/* Names the host samples of a drain ("[host];<symbol>") and adds them to out. */
+static int smp_host_rows(struct nupp_sampler *s, const struct nupp_smp_host_key *keys, const __u64 *vals,
+			 long n, struct nupp_sample_set *out)
+{
+	struct nupp_sample_row row = { 0 };
+	char name[320], stack[340];
+	long i;
+	int e;
+
+	for (i = 0; i < n; i++) {
+		struct smp_target *t = smp_target(s, (pid_t)keys[i].tgid);
+
+		out->host_samples += vals[i];
+		if (s->opts.lua_only)
+			continue;
+		e = t && t->amap ? nupp_addrmap_name(t->amap, keys[i].ip, name, sizeof(name)) : -ENOENT;
+		if (e < 0 && t && t->amap && !t->amap_read) {
+			/* Mapped since the mappings were read (the target may be gone: kept). */
+			nupp_addrmap_refresh(t->amap);
+			t->amap_read = true;
+			e = nupp_addrmap_name(t->amap, keys[i].ip, name, sizeof(name));
+		}
+		if (e < 0)
+			snprintf(name, sizeof(name), "[unknown]");
+		snprintf(stack, sizeof(stack), "[host];%s", name);
+		row.count = row.ccode = vals[i];
+		e = nupp_sample_set_add(out, "", stack, &row);
+		if (e)
+			return e;
+	}
+	return 0;
 }
 
 /* Reads the BPF counts, names every frame and adds them to out. */
 int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 {
-	int cfd = bpf_map__fd(s->skel->maps.counts), sfd = bpf_map__fd(s->skel->maps.stacks);
-	int lfd = bpf_map__fd(s->skel->maps.lost), ncpu = libbpf_num_possible_cpus();
-	struct nupp_smp_count_key key, next, *keys = NULL;
+	int ncpu = libbpf_num_possible_cpus(), lfd = bpf_map__fd(s->skel->maps.lost), old, cfd, sfd, hfd;
+	struct nupp_smp_count_key *keys = NULL;
+	struct nupp_smp_count *cvals = NULL;
+	struct nupp_smp_host_key *hkeys = NULL;
+	__u64 *hvals = NULL;
 	struct nupp_smp_stack *st = malloc(sizeof(*st));
 	struct smp_row *rows = NULL;
-	size_t nkeys = 0, nrows = 0, cap = 0, i;
-	__u64 *vals = NULL, t0 = smp_now_us();
+	size_t nrows = 0, i;
+	long nkeys = 0, nhosts = 0;
+	__u64 *vals = NULL, t0 = smp_now_us(), full = 0;
 	__u32 r;
-	int e = 0, have = 0;
+	int e = 0;
 
 	if (!st || ncpu <= 0) {
 		free(st);
@@ -738,6 +961,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		struct nupp_smp_proc p;
 		__u32 pk = (__u32)t->pid;
 
+		t->amap_read = false;
 		if (smp_target_ready(s, t) || bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.procs), &pk, &p))
 			continue;
 		t->pgen = p.pgen;
@@ -752,101 +976,95 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 			t->reset = 0;
 		}
 	}
-	while (bpf_map_get_next_key(cfd, have ? &key : NULL, &next) == 0) {
-		if (nkeys == cap) {
-			void *nk = realloc(keys, (cap = cap ? cap * 2 : 1024) * sizeof(*keys));
-
-			if (!nk) {
-				e = -ENOMEM;
-				goto out;
-			}
-			keys = nk;
-		}
-		keys[nkeys++] = next;
-		key = next;
-		have = 1;
+	/* BPF counts into the other buffer from now on: this one is read and emptied whole,
+	 * with nothing writing it (no count is lost to the reading). */
+	old = smp_flip(s);
+	cfd = bpf_map__fd(s->skel->maps.counts);
+	sfd = bpf_map__fd(s->skel->maps.stacks);
+	hfd = bpf_map__fd(s->skel->maps.hosts);
+	nkeys = smp_take(cfd, sizeof(*keys), sizeof(*cvals), smp_count_of, old, (void **)&keys, (void **)&cvals);
+	nhosts = smp_take(hfd, sizeof(*hkeys), sizeof(*hvals), smp_host_of, old, (void **)&hkeys, (void **)&hvals);
+	if (nkeys < 0 || nhosts < 0) {
+		e = -ENOMEM;
+		goto out;
 	}
 	rows = calloc(nkeys ? nkeys : 1, sizeof(*rows));
 	if (!rows) {
 		e = -ENOMEM;
 		goto out;
 	}
-	for (i = 0; i < nkeys; i++) {
+	for (i = 0; i < (size_t)nkeys; i++) {
 		struct smp_row *row = &rows[nrows];
 		size_t used;
 
-		if (bpf_map_lookup_and_delete_elem(cfd, &keys[i], &row->c))
-			continue;
+		row->c = cvals[i];
+		/* BPF stores a stack in the buffer before its first count there. */
 		if (bpf_map_lookup_elem(sfd, &keys[i].stack, st)) {
 			out->lost[NUPP_LOST_SYMBOLIZE] += smp_total(&row->c);
 			continue;
 		}
-		if (st->depth > NUPP_SMP_MAX_DEPTH)
-			st->depth = NUPP_SMP_MAX_DEPTH;
+		if (st->depth > smp_walk_depth(s))
+			st->depth = smp_walk_depth(s);
 		used = offsetof(struct nupp_smp_stack, frames) + st->depth * sizeof(st->frames[0]);
-		row->st = malloc(sizeof(*st));
+		row->st = malloc(used);
 		if (!row->st) {
 			e = -ENOMEM;
 			goto out;
 		}
 		memcpy(row->st, st, used);
 		row->key = keys[i];
+		row->key.tgid &= ~NUPP_SMP_TGID_BUF;
 		nrows++;
 	}
-	smp_name_rows(s, rows, nrows);
-	nupp_pr(NUPP_DEBUG, "drain: %zu stacks, %llu events, %llu us\n", nrows,
-		(unsigned long long)s->ev_handled, (unsigned long long)(smp_now_us() - t0));
-	for (i = 0; i < nrows; i++) {
-		e = smp_add_row(&rows[i], out);
-		if (e)
-			goto out;
-	}
-	/* Lost counters: per-CPU values, summed and zeroed. */
+	/* The stacks of this buffer: the next samples in it store theirs again. */
+	for (i = 0; i < (size_t)nkeys; i++)
+		bpf_map_delete_elem(sfd, &keys[i].stack);
+	/* Lost counters of this buffer: per-CPU values, summed and zeroed. */
 	vals = calloc(ncpu, sizeof(*vals));
 	if (!vals) {
 		e = -ENOMEM;
 		goto out;
 	}
 	for (r = 0; r < NUPP_SMP_LOST_N; r++) {
+		__u32 idx = (__u32)old * NUPP_SMP_LOST_N + r;
 		int c2;
 
-		if (bpf_map_lookup_elem(lfd, &r, vals))
+		if (bpf_map_lookup_elem(lfd, &idx, vals))
 			continue;
 		for (c2 = 0; c2 < ncpu; c2++)
 			out->lost[r] += vals[c2];
+		if (r == NUPP_SMP_LOST_MAP_FULL)
+			for (c2 = 0; c2 < ncpu; c2++)
+				full += vals[c2];
 		memset(vals, 0, ncpu * sizeof(*vals));
-		bpf_map_update_elem(lfd, &r, vals, BPF_ANY);
+		bpf_map_update_elem(lfd, &idx, vals, BPF_ANY);
 	}
+	/* A stack stored without its count (the counts map was full) would stay: swept. */
+	if (full) {
+		__u64 *sk = NULL;
+		void *sv = NULL;
+
+		if (smp_take(sfd, sizeof(__u64), NUPP_SMP_STACK_SIZE(smp_walk_depth(s)), smp_stack_of, old, (void **)&sk,
+			     &sv) >= 0) {
+			free(sk);
+			free(sv);
+		}
+	}
+	smp_name_rows(s, rows, nrows);
+	nupp_pr(NUPP_DEBUG, "drain: %zu stacks, %ld host IPs, %llu events, %llu us\n", nrows, nhosts,
+		(unsigned long long)s->ev_handled, (unsigned long long)(smp_now_us() - t0));
+	for (i = 0; i < nrows; i++) {
+		e = smp_add_row(&rows[i], out);
+		if (e)
+			goto out;
+	}
+	e = smp_host_rows(s, hkeys, hvals, nhosts, out);
+	if (e)
+		goto out;
 	/* Where walks failed (mode, walker source line), for -v diagnosis: read in one
-	 * batch (4096 keys x CPUs), and only the counters that moved are zeroed. */
+	 * batch (16384 keys x CPUs), and only the counters that moved are zeroed. */
 	memset(vals, 0, ncpu * sizeof(*vals));
 	smp_lost_where(s, ncpu, vals);
-	/* Stacks stay (new samples reuse them) until the map is half full. Samples of a
-	 * process that frees prototypes get new stacks (the generation is in the key). */
-	for (i = 0; i < nkeys; i++)
-		smp_seen_add(s, keys[i].stack);
-	if (s->nseen > s->opts.max_stacks / 2) {
-		__u64 sk, sn;
-		int h = 0;
-
-		memset(s->seen, 0, s->seen_cap * sizeof(*s->seen));
-		s->nseen = 0;
-		while (bpf_map_get_next_key(sfd, h ? &sk : NULL, &sn) == 0) {
-			bpf_map_delete_elem(sfd, &sn);
-			h = 0;
-		}
-		/* BPF stores a stack only when its count is new: counts created while the
-		 * stacks were deleted would keep pointing at a deleted stack, so they go too
-		 * (their samples are lost, as before, and the next ones store the stack). */
-		for (i = 0; i < s->opts.max_stacks && bpf_map_get_next_key(cfd, NULL, &next) == 0; i++) {
-			struct nupp_smp_count c;
-			int j;
-
-			if (!bpf_map_lookup_and_delete_elem(cfd, &next, &c))
-				for (j = 0; j < NUPP_SMP_NSTATES; j++)
-					out->lost[NUPP_LOST_SYMBOLIZE] += c.n[j];
-		}
-	}
 	for (i = 0; i < (size_t)s->ntargets; i++) {
 		if (s->targets[i].traces)
 			nupp_traces_purge(s->targets[i].traces, s->targets[i].pgen);
@@ -862,6 +1080,9 @@ out:
 	free(rows);
 	free(vals);
 	free(keys);
+	free(cvals);
+	free(hkeys);
+	free(hvals);
 	free(st);
 	return e;
 }
@@ -913,9 +1134,9 @@ void nupp_sampler_close(struct nupp_sampler *s)
 		for (j = 0; j < SMP_PROBES; j++)
 			bpf_link__destroy(s->attach[i].links[j]);
 	ring_buffer__free(s->rb);
-	free(s->seen);
 	for (i = 0; i < s->ntargets; i++) {
 		nupp_sym_free(s->targets[i].sym);
+		nupp_addrmap_free(s->targets[i].amap);
 		nupp_traces_free(s->targets[i].traces);
 	}
 	sampler_bpf__destroy(s->skel);

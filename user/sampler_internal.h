@@ -39,6 +39,9 @@ int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 f
  * cut if size < sizept. */
 int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
 		   const void *mem, __u32 size, __u32 sizept);
+/* The string constants of pt as it died at generation pgen (struct nupp_smp_kstr
+ * entries, size bytes): a closing VM's, copied before its strings were freed. */
+int nupp_sym_kstrs(struct nupp_sym *s, __u64 pt, __u64 pgen, const void *data, __u32 size);
 /* Free events were lost, all at generations <= pgen (the process's generation now):
  * forgets every record, refuses stacks up to pgen, names later ones afresh. */
 void nupp_sym_reset(struct nupp_sym *s, __u64 pgen);
@@ -61,6 +64,10 @@ void nupp_sym_set_full_filenames(struct nupp_sym *s, bool on);
  * or from its free event; 0 or -errno. */
 int nupp_sym_proto_mem(struct nupp_sym *s, const struct nupp_smp_frame *f, __u64 pgen, const unsigned char **mem,
 		       __u32 *size);
+struct nupp_addrmap;
+/* Names C functions with this address map of the process (borrowed; by default the
+ * symbolizer reads the process's mappings itself). */
+void nupp_sym_set_addrmap(struct nupp_sym *s, struct nupp_addrmap *a);
 /* Module of a chunk name as jit.p prints it: "@a/b/c.lua" -> "c.lua", "=x" -> "x",
  * anything else -> "[string]". */
 void nupp_sym_module(const char *chunk, char *buf, size_t size);

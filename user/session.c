@@ -20,6 +20,7 @@
 #include "nupp/nupp.h"
 #include "nupp/profile.h"
 #include "nupp/sampler.h"
+#include "nupp/sampler_abi.h"
 #include "nupp/trace.h"
 #include "nupp/follow_abi.h"
 #include "nupp/zone_abi.h"
@@ -117,10 +118,12 @@ struct nupp_session *nupp_session_open(const struct nupp_session_opts *opts, int
 	/* Fields after target only when the caller's struct has them (older callers). */
 	if (opts->sz < offsetof(struct nupp_session_opts, full_filenames) + sizeof(opts->full_filenames))
 		s->o.full_filenames = false;
+	if (opts->sz < offsetof(struct nupp_session_opts, lua_only) + sizeof(opts->lua_only))
+		s->o.lua_only = false;
 	if (!s->o.freq_hz)
 		s->o.freq_hz = SES_DEFAULT_FREQ;
 	if (!s->o.depth)
-		s->o.depth = 64;
+		s->o.depth = NUPP_SMP_DEFAULT_DEPTH;
 	if (s->o.drain_ms <= 0)
 		s->o.drain_ms = SES_DEFAULT_DRAIN_MS;
 	s->zone_filter = ses_strdup(opts->zone_filter);
@@ -139,7 +142,7 @@ struct nupp_session *nupp_session_open(const struct nupp_session_opts *opts, int
 	if (opts->samples) {
 		struct nupp_sampler_opts so = { .sz = sizeof(so), .freq_hz = s->o.freq_hz, .depth = s->o.depth,
 						.lines = s->o.lines, .max_stacks = s->o.max_stacks,
-						.full_filenames = s->o.full_filenames };
+						.full_filenames = s->o.full_filenames, .lua_only = s->o.lua_only };
 
 		s->smp = nupp_sampler_open(&so, &e);
 		if (!s->smp)
@@ -514,6 +517,8 @@ static int ses_merge(struct nupp_session *s, struct nupp_sample_set *raw)
 	}
 	for (j = 0; j < NUPP_LOST__MAX; j++)
 		s->acc.lost[j] += raw->lost[j];
+	s->acc.host_samples += raw->host_samples;
+	s->acc.cut_samples += raw->cut_samples;
 	return e;
 }
 
@@ -671,6 +676,8 @@ static int ses_send_sets(struct nupp_session *s, int fd)
 	ses_put_u64(&b, s->acc.samples);
 	for (j = 0; j < NUPP_LOST__MAX; j++)
 		ses_put_u64(&b, s->acc.lost[j] + s->lost_before[j]);
+	ses_put_u64(&b, s->acc.host_samples);
+	ses_put_u64(&b, s->acc.cut_samples);
 	ses_put_u64(&b, s->acc.n);
 	for (i = 0; i < s->acc.n; i++) {
 		const struct nupp_sample_row *r = &s->acc.rows[i];
@@ -758,6 +765,10 @@ static int ses_recv_sets(struct nupp_session *s, bool *zones_seen)
 	e = ses_get_u64(m, len, &off, &s->acc.samples);
 	for (j = 0; !e && j < NUPP_LOST__MAX; j++)
 		e = ses_get_u64(m, len, &off, &s->acc.lost[j]);
+	if (!e)
+		e = ses_get_u64(m, len, &off, &s->acc.host_samples);
+	if (!e)
+		e = ses_get_u64(m, len, &off, &s->acc.cut_samples);
 	if (!e)
 		e = ses_get_u64(m, len, &off, &nrows);
 	for (i = 0; !e && i < nrows; i++) {

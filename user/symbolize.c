@@ -106,8 +106,8 @@ struct nupp_sym {
 	__u64 freed_upto;
 	__u64 *ooo;
 	size_t nooo, ooocap;
-	struct nupp_map *maps;
-	int nmaps;
+	struct nupp_addrmap *amap; /* the process's mappings and symbols (C functions) */
+	bool own_amap;             /* made here (no nupp_sym_set_addrmap) */
 };
 
 /* A symbolizer for one process. */
@@ -160,7 +160,8 @@ void nupp_sym_free(struct nupp_sym *s)
 			free(c);
 		}
 	}
-	free(s->maps);
+	if (s->own_amap)
+		nupp_addrmap_free(s->amap);
 	free(s->ooo);
 	free(s);
 }
@@ -593,6 +594,38 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 	return 0;
 }
 
+/* The string constants of pt as it died at generation pgen (a closing VM's). */
+int nupp_sym_kstrs(struct nupp_sym *s, __u64 pt, __u64 pgen, const void *data, __u32 size)
+{
+	const unsigned char *q = data, *end = q + size;
+	struct sym_proto *p = sym_proto_newest(s, pt);
+	struct nupp_smp_kstr e;
+	struct sym_kstr_entry *ne;
+
+	/* The record its free event (sent just before) ended. */
+	if (!p || p->hi == SYM_ALIVE || p->hi != (pgen > p->lo ? pgen : p->lo + 1))
+		return -ENOENT;
+	while (q + sizeof(e) <= end) {
+		memcpy(&e, q, sizeof(e));
+		q += sizeof(e);
+		if (q + e.len > end)
+			break;
+		if (e.whole) {
+			ne = realloc(p->kstr, (p->nkstr + 1) * sizeof(*ne));
+			if (!ne)
+				return -ENOMEM;
+			p->kstr = ne;
+			ne[p->nkstr].idx = e.idx;
+			ne[p->nkstr].drain = 0; /* copied as it died: valid whatever the drain */
+			ne[p->nkstr].str = strndup((const char *)q, e.len);
+			if (ne[p->nkstr].str)
+				p->nkstr++;
+		}
+		q += e.len;
+	}
+	return 0;
+}
+
 /* Drops the incarnations that died at or before generation pgen. */
 void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
 {
@@ -905,12 +938,22 @@ static __s32 sym_line(struct nupp_sym *s, const struct sym_proto *p, __s32 pos)
 	}
 }
 
-/* Names a C function by the ELF symbol that contains it, else "@0x...". */
+/* Uses a (borrowed) address map of the process to name C functions. */
+void nupp_sym_set_addrmap(struct nupp_sym *s, struct nupp_addrmap *a)
+{
+	if (s->own_amap)
+		nupp_addrmap_free(s->amap);
+	s->amap = a;
+	s->own_amap = false;
+}
+
+/* Names a C function by the ELF symbol that contains it, else by its file and address,
+ * else "@0x...". Names from a symbol or a file are cached. */
 static void sym_cfunc(struct nupp_sym *s, __u64 addr, char *buf, size_t size)
 {
 	unsigned b = sym_bucket(addr);
 	struct sym_cfunc *c;
-	int i;
+	int e;
 
 	for (c = s->cfuncs[b]; c; c = c->next)
 		if (c->addr == addr) {
@@ -918,67 +961,20 @@ static void sym_cfunc(struct nupp_sym *s, __u64 addr, char *buf, size_t size)
 			return;
 		}
 	snprintf(buf, size, "@%#llx", (unsigned long long)addr);
-	if (!s->maps && s->pid > 0)
-		s->nmaps = nupp_maps_read(s->pid, &s->maps);
-	for (i = 0; i < s->nmaps; i++) {
-		const struct nupp_map *m = &s->maps[i];
-		__u64 base = 0, vaddr;
-		int j, fd;
-		Elf *e;
-		Elf_Scn *scn = NULL;
-		const char *best = NULL;
-		__u64 bestv = 0;
-
-		if (addr < m->start || addr >= m->end || m->path[0] != '/')
-			continue;
-		/* Load bias: the mapping with file offset 0 of the same file. */
-		for (j = 0; j < s->nmaps; j++)
-			if (strcmp(s->maps[j].path, m->path) == 0 && s->maps[j].offset == 0) {
-				base = s->maps[j].start;
-				break;
-			}
-		fd = open(m->path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || elf_version(EV_CURRENT) == EV_NONE) {
-			if (fd >= 0)
-				close(fd);
-			break;
-		}
-		e = elf_begin(fd, ELF_C_READ, NULL);
-		{
-			GElf_Ehdr eh;
-
-			/* ET_EXEC is mapped at its link addresses. */
-			if (e && gelf_getehdr(e, &eh) && eh.e_type == ET_EXEC)
-				base = 0;
-		}
-		vaddr = addr - base;
-		while (e && (scn = elf_nextscn(e, scn)) != NULL) {
-			GElf_Shdr sh;
-			Elf_Data *d;
-			size_t k;
-
-			if (!gelf_getshdr(scn, &sh) || (sh.sh_type != SHT_SYMTAB && sh.sh_type != SHT_DYNSYM))
-				continue;
-			d = elf_getdata(scn, NULL);
-			for (k = 0; d && k < sh.sh_size / sh.sh_entsize; k++) {
-				GElf_Sym sym;
-
-				if (!gelf_getsym(d, (int)k, &sym) || GELF_ST_TYPE(sym.st_info) != STT_FUNC ||
-				    !sym.st_value)
-					continue;
-				if (vaddr >= sym.st_value && vaddr < sym.st_value + (sym.st_size ? sym.st_size : 1) &&
-				    sym.st_value >= bestv) {
-					best = elf_strptr(e, sh.sh_link, sym.st_name);
-					bestv = sym.st_value;
-				}
-			}
-		}
-		if (best)
-			snprintf(buf, size, "%s", best);
-		if (e)
-			elf_end(e);
-		close(fd);
-		break;
+	if (!s->amap && s->pid > 0) {
+		s->amap = nupp_addrmap_new(s->pid);
+		s->own_amap = s->amap != NULL;
+		if (s->amap)
+			nupp_addrmap_refresh(s->amap);
+	}
+	if (!s->amap)
+		return;
+	e = nupp_addrmap_name(s->amap, addr, buf, size);
+	if (e < 0 && nupp_addrmap_refresh(s->amap) == 0)
+		e = nupp_addrmap_name(s->amap, addr, buf, size);
+	if (e < 0) {
+		snprintf(buf, size, "@%#llx", (unsigned long long)addr);
+		return;
 	}
 	c = calloc(1, sizeof(*c));
 	if (c) {

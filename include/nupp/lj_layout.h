@@ -19,7 +19,7 @@
 #endif
 
 #define NUPP_LJ_LAYOUT_MAGIC 0x4c4a4250u /* "PBJL": LuaJIT BPF layout */
-#define NUPP_LJ_LAYOUT_VERSION 3u
+#define NUPP_LJ_LAYOUT_VERSION 4u
 #define NUPP_LJ_LAYOUT_SYMBOL "luajit_bpf_layout"
 #define NUPP_LJ_VMLIST_SYMBOL "luajit_bpf_vmlist"
 #define NUPP_LJ_VMLIST_MAX 16
@@ -206,7 +206,11 @@ struct nupp_lj_layout {
 	__u32 gc_whites;         /* LJ_GC_WHITES: an object is dead if marked & otherwhite */
 	__u32 gch_marked;        /* uint8 GChead.marked */
 
-	/* -- GCtab (version 3): nupp.zone keeps its current id in a table's array --- */
+	/* -- A prototype's GC constants (version 3): k[-1] .. k[-sizekgc] ------- */
+	__u32 pt_k;       /* MRef k: the GCRef constants lie below it */
+	__u32 pt_sizekgc; /* MSize */
+
+	/* -- GCtab (version 4): nupp.zone keeps its current id in a table's array --- */
 	__u32 tab_array; /* MRef: the array part, TValue[asize] (index 0 first) */
 	__u32 tab_asize; /* uint32: slots of the array part */
 };

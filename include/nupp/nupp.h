@@ -141,6 +141,7 @@ struct nupp_session_opts {
 	const char *command;   /* meta: the command line that made the profile */
 	const char *target;    /* meta: the profiled command line (NULL for a running PID) */
 	bool full_filenames;   /* Lua frames name the chunk's full path, not jit.p's basename */
+	bool lua_only;         /* no "[host];..." rows (host samples are still counted) */
 };
 
 /* Loads the channels' BPF programs. NULL and *err = -errno on failure; nupp_errmsg()

@@ -14,10 +14,10 @@ extern "C" {
 
 /* Why a sample was not reported as a stack. Every sample not walked is counted. */
 enum nupp_lost {
-	NUPP_LOST_NO_VM,       /* no VM known for the process/thread yet */
+	NUPP_LOST_NO_VM,       /* a VM of a LuaJIT whose probes are not attached (unnamed) */
 	NUPP_LOST_READ_FAULT,  /* bpf_probe_read_user failed (page not resident, bad pointer) */
 	NUPP_LOST_BAD_FRAME,   /* a frame failed validation: walk refused, never guessed */
-	NUPP_LOST_TRUNCATED,   /* deeper than --depth frames: stack cut (the walk stopped) */
+	NUPP_LOST_TRUNCATED,   /* a trace's inlined frames would not fit in the stack */
 	NUPP_LOST_MAP_FULL,    /* the counts map was full (raise --max-stacks) */
 	NUPP_LOST_SYMBOLIZE,   /* userspace could not name a frame (proto freed before drain) */
 	NUPP_LOST__MAX
@@ -47,6 +47,10 @@ struct nupp_sample_set {
 	 * added or reordered by other code are indexed again at the next add. */
 	size_t *index;
 	size_t nslots, nindexed;
+	/* Samples of host code: threads or moments outside every Lua VM, on "[host];..." rows
+	 * (counted here also when those rows are left out). */
+	__u64 host_samples;
+	__u64 cut_samples; /* samples whose stack was deeper than the depth: "[truncated];..." */
 };
 
 /* Severity of an abort row; the seed's profile.Severity. Ordered for reports. */

@@ -16,10 +16,12 @@ struct nupp_sampler;
 struct nupp_sampler_opts {
 	size_t sz;          /* sizeof(struct nupp_sampler_opts) */
 	int freq_hz;        /* samples per second per thread (default 99) */
-	int depth;          /* frames per stack (default 64) */
+	int depth;          /* frames per stack (default 64, at most 256); deeper stacks keep
+			     * their leaf-most frames under a "[truncated]" root frame */
 	bool lines;         /* name Lua frames module:line (current line) instead of module:name */
 	__u32 max_stacks;   /* size of the counts map (default 16384) */
 	bool full_filenames; /* modules are the chunk's full path, not jit.p's basename */
+	bool lua_only;      /* no "[host];..." rows (host samples are still counted) */
 };
 
 /* Loads the sampler BPF programs and opens one CPU-clock event per online CPU.

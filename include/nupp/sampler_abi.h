@@ -6,11 +6,20 @@
 
 #include "nupp/lj_layout.h"
 
-#define NUPP_SMP_MAX_DEPTH 64    /* frames per stack, a power of two (index masking) */
+#define NUPP_SMP_MAX_DEPTH 256   /* frames per stack at most, a power of two (index masking) */
+#define NUPP_SMP_DEFAULT_DEPTH 64 /* frames per stack by default */
 #define NUPP_SMP_MAX_VMS 8       /* VMs per process */
 #define NUPP_SMP_MAX_CORO 4      /* coroutine levels chained through resume/wrap */
 #define NUPP_SMP_MAX_TARGETS 64  /* processes sampled at once */
-#define NUPP_SMP_MAX_THREADS 4096 /* thread -> VM cache (multi-VM processes) */
+#define NUPP_SMP_MAX_THREADS 4096 /* thread -> stack mapping cache */
+#define NUPP_SMP_MAX_CPUS 1024   /* CPUs (in-flight markers), a power of two */
+/* The counts, stacks, host and loss maps hold two buffers: BPF counts into buffer
+ * (epoch & 1), userspace flips the epoch, waits until no sample of the old buffer is in
+ * flight, and reads and empties the old buffer while nothing writes it. A key says its
+ * buffer: the top bit of a count key's tgid and of a stack hash, a host key's buf. */
+#define NUPP_SMP_NBUF 2
+#define NUPP_SMP_TGID_BUF 0x80000000u
+#define NUPP_SMP_STACK_BUF (1ull << 63)
 
 /* Indexes of the lost counters; equal to enum nupp_lost (checked in user/sampler.c). */
 #define NUPP_SMP_LOST_NO_VM 0
@@ -26,6 +35,7 @@ enum nupp_smp_frame_kind {
 	NUPP_SMP_FF = 2,   /* ptr = ffid of a builtin ("fast function") */
 	NUPP_SMP_C = 3,    /* ptr = lua_CFunction address */
 	NUPP_SMP_CORO = 4, /* separator: frames below belong to the resumer; ptr = coroutine L */
+	NUPP_SMP_HOST = 5, /* native code outside every VM; ptr = user IP (userspace only) */
 };
 
 /* One frame, innermost first in a stack. */
@@ -47,6 +57,11 @@ struct nupp_smp_frame {
 #define NUPP_SMP_F_LBASE 8u   /* started from L->base (after another start failed) */
 #define NUPP_SMP_F_RBP 16u    /* started from rbp (INTERP in a C helper) */
 #define NUPP_SMP_F_STRICT 32u /* INTERP outside registers mode: leaf matched rbx */
+#define NUPP_SMP_F_CUT 64u    /* deeper than the depth: the leaf-most frames are kept */
+/* INTERP in a C helper the interpreter called (IP outside its code, the return address
+ * below its C frame inside it): started from L->base with SAVE_PC; callsite is that
+ * return address, and userspace keeps the stack only if that call site syncs both. */
+#define NUPP_SMP_F_HELPER 128u
 
 /* A walked stack, the value of the stacks map (keyed by its 64-bit hash). */
 struct nupp_smp_stack {
@@ -59,7 +74,25 @@ struct nupp_smp_stack {
 	/* The process's prototype generation when sampled (nupp_smp_proc.pgen): names each
 	 * GCproto* of the frames as the incarnation alive then (part of the stack hash). */
 	__u64 pgen;
+	__u64 callsite; /* flags & HELPER: return address into the interpreter */
 	struct nupp_smp_frame frames[NUPP_SMP_MAX_DEPTH];
+};
+
+/* Bytes of a stack value with room for depth frames (the stacks maps' value size). */
+#define NUPP_SMP_STACK_SIZE(depth) \
+	(sizeof(struct nupp_smp_stack) - sizeof(struct nupp_smp_frame) * (NUPP_SMP_MAX_DEPTH - (depth)))
+
+/* A CPU's in-flight marker (odd while a sample runs there), one cache line each. */
+struct nupp_smp_inflight {
+	__u64 n;
+	__u64 pad[7];
+} __attribute__((aligned(64)));
+
+/* Key of the host maps: a sample of native code outside every VM (value: __u64 count). */
+struct nupp_smp_host_key {
+	__u32 tgid;
+	__u32 buf; /* buffer, 0 or 1 */
+	__u64 ip;  /* user instruction pointer */
 };
 
 /* The five states of a sample (seed: profile.Sample). */
@@ -115,6 +148,10 @@ enum nupp_smp_event_kind {
 	NUPP_SMP_EV_TRACE_FLUSH,
 	NUPP_SMP_EV_PROTO_NEW,  /* struct nupp_smp_proto_event + the chunk name */
 	NUPP_SMP_EV_PROTO_FREE, /* struct nupp_smp_proto_event + the prototype's allocation */
+	/* After a PROTO_FREE of a closing VM (lua_close frees prototypes before strings):
+	 * struct nupp_smp_proto_event + its string constants (struct nupp_smp_kstr each),
+	 * so functions named by a constant of a caller are named after the process exits. */
+	NUPP_SMP_EV_PROTO_KSTR,
 };
 
 struct nupp_smp_event {
@@ -168,6 +205,16 @@ struct nupp_smp_trace_event {
 /* Bytes of a prototype's allocation (sizept) sent with NUPP_SMP_EV_PROTO_FREE; a power of
  * two. A larger prototype's copy is cut: what lies beyond cannot name a frame. */
 #define NUPP_SMP_PT_MAX 16384
+
+/* A string constant in a NUPP_SMP_EV_PROTO_KSTR event: len bytes of it follow. */
+struct nupp_smp_kstr {
+	__u16 idx;  /* constant index: the GCRef at k[-1 - idx] (proto_kgc(pt, ~idx)) */
+	__u8 len;   /* bytes sent */
+	__u8 whole; /* 1 if the string is len bytes long (else it was cut: unusable) */
+};
+#define NUPP_SMP_KSTR_LEN 96   /* bytes of a constant sent at most */
+#define NUPP_SMP_KSTR_N 128    /* constants of a prototype looked at */
+#define NUPP_SMP_KSTR_DATA 4096 /* bytes of entries per event */
 
 /* A prototype created or freed; data[size] follows the header. */
 struct nupp_smp_proto_event {

@@ -78,8 +78,9 @@
 #define NUPP_WALK_TC 64 /* entries, direct-mapped by trace number (power of two) */
 #endif
 
-/* Iterations of the walk: frames, plus vararg pseudo-frames, dummy frames, separators. */
-#define NUPP_WALK_MAX_ITER (2 * NUPP_SMP_MAX_DEPTH + 8)
+/* Iterations of a walk of at most depth frames: frames, plus vararg pseudo-frames, dummy
+ * frames, separators. A walk that runs out of them keeps what it emitted (a cut stack). */
+#define NUPP_WALK_MAX_ITER(depth) (2 * (depth) + 8)
 
 /* Walk result: RUN while walking, then DONE or a loss reason (enum nupp_lost + 1). */
 enum nupp_walk_result {
@@ -88,6 +89,8 @@ enum nupp_walk_result {
 	NUPP_WALK_READ_FAULT = 2, /* NUPP_LOST_READ_FAULT */
 	NUPP_WALK_BAD_FRAME = 3,  /* NUPP_LOST_BAD_FRAME */
 	NUPP_WALK_TRUNCATED = 4,  /* NUPP_LOST_TRUNCATED */
+	/* Not a loss: the sampled thread is not shown to run this VM now (host code). */
+	NUPP_WALK_NOT_RUNNING = 16,
 };
 
 /* How the start frame and leaf PC were chosen (§4.4). */
@@ -153,6 +156,7 @@ struct nupp_walk {
 	__u32 coro;        /* coroutine levels chained */
 	__u32 why;         /* source line of the walker that ended the walk (diagnosis) */
 	__u32 strict;      /* INTERP but not walked from registers: the leaf must match rbx */
+	__u64 helper_ra;   /* ... or SAVE_PC, below a call from the interpreter returning here */
 	__u64 stk_lo, stk_hi; /* the current lua_State's stack [stack, stack + stacksize) */
 	__u64 win_lo, win_hi; /* target bytes held in win (win_hi 0: none) */
 	__u64 code_lo, code_hi; /* target bytes held in code (code_hi 0: none) */
@@ -256,7 +260,22 @@ NUPP_WALK_INLINE __u64 nupp_walk_mix_frame(__u64 h, const struct nupp_smp_frame 
 	return nupp_walk_mix(h, ((__u64)f->sizebc << 8) | f->link);
 }
 
-/* Appends a frame (innermost first); stops the walk with TRUNCATED when full. */
+/* Ends the walk with the frames emitted so far: the leaf-most ones of a deeper stack. */
+NUPP_WALK_INLINE void nupp_walk_cut(struct nupp_walk *w)
+{
+	w->st.flags |= NUPP_SMP_F_CUT;
+	w->result = NUPP_WALK_DONE;
+}
+
+/* The leaf takes SAVE_PC below a helper's call site: flag it for userspace's check. */
+NUPP_WALK_INLINE void nupp_walk_helper(struct nupp_walk *w)
+{
+	w->st.flags |= NUPP_SMP_F_HELPER;
+	w->st.callsite = w->helper_ra;
+	w->hash = nupp_walk_mix(w->hash, w->helper_ra);
+}
+
+/* Appends a frame (innermost first); a full stack ends the walk, cut (nupp_walk_cut). */
 NUPP_WALK_INLINE int nupp_walk_emit(struct nupp_walk *w, __u8 kind, __u64 ptr, __u64 chunk,
 				    __s32 firstline, __u32 sizebc, __s32 pos, __u8 link)
 {
@@ -264,7 +283,7 @@ NUPP_WALK_INLINE int nupp_walk_emit(struct nupp_walk *w, __u8 kind, __u64 ptr, _
 	struct nupp_smp_frame *f;
 
 	if (d >= w->max_depth || d >= NUPP_SMP_MAX_DEPTH) {
-		w->result = NUPP_WALK_TRUNCATED;
+		nupp_walk_cut(w);
 		return -1;
 	}
 	f = &w->st.frames[d & (NUPP_SMP_MAX_DEPTH - 1)];
@@ -482,7 +501,7 @@ NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_l
 	if ((pcfr & lo->cframe_rawmask) != pcf || glref != w->g)
 		goto unchained;
 	if (w->coro >= NUPP_SMP_MAX_CORO) {
-		w->result = NUPP_WALK_TRUNCATED;
+		nupp_walk_cut(w); /* the resumers beyond are left out */
 		return 1;
 	}
 	if (NUPP_WALK_READ(&spc, 8, pcf + lo->cframe_ofs_pc))
@@ -539,7 +558,7 @@ NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
 		if ((hdr[0] & gcv) != fnv || hdr[1] != lk)
 			break;
 		if (d >= maxd || d >= NUPP_SMP_MAX_DEPTH) {
-			w->result = NUPP_WALK_TRUNCATED;
+			nupp_walk_cut(w);
 			break;
 		}
 		di = d;
@@ -591,7 +610,7 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		if (next >= frame || (next & 7))
 			break; /* the full step says why */
 		if (d >= maxd || d >= NUPP_SMP_MAX_DEPTH) {
-			w->result = NUPP_WALK_TRUNCATED;
+			nupp_walk_cut(w);
 			break;
 		}
 		rec.ptr = c->proto;
@@ -718,14 +737,18 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 			pc = bc + lo->bcins_size; /* ins_call just loaded fn->pc: at FUNCF, pos 0 */
 		else if (first && nupp_walk_pc_in(w->leaf_pc[0], bc, sizebc))
 			pc = w->leaf_pc[0];
-		else if (first && w->mode == NUPP_WALK_MEM && !w->strict &&
-			 nupp_walk_pc_in(w->leaf_pc[1], bc, sizebc))
+		else if (first && w->mode == NUPP_WALK_MEM && (!w->strict || w->helper_ra) &&
+			 nupp_walk_pc_in(w->leaf_pc[1], bc, sizebc)) {
 			pc = w->leaf_pc[1];
+			if (w->strict)
+				nupp_walk_helper(w);
+		}
 		if (!pc && !skip) {
 			/* Registers mode, leaf: rbx outside the function = call/return window. */
 			if (first && w->mode == NUPP_WALK_REGS)
 				NUPP_WALK_GOTO(window);
-			/* INTERP in a C helper: a base whose leaf does not hold rbx is stale. */
+			/* INTERP in a C helper: a base whose leaf does not hold rbx (or SAVE_PC,
+			 * below a helper's call site) is stale. */
 			if (first && w->strict)
 				NUPP_WALK_GOTO(bad);
 			/* A Lua caller reached through a Lua or continuation link must contain
@@ -750,8 +773,12 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 		 * anything else means [rdx-16] is a result in a return window. */
 		if (first && (w->mode == NUPP_WALK_REGS || w->strict) && !(w->rbx >= gg && w->rbx < gg + lo->gg_size) &&
 		    !(w->mode == NUPP_WALK_REGS && w->lbase == frame + tvsz &&
-		      (w->rbx & lo->frame_type) != lo->frame_lua))
-			NUPP_WALK_GOTO(window);
+		      (w->rbx & lo->frame_type) != lo->frame_lua)) {
+			/* A fast function's C helper (its fallback handler syncs L->base). */
+			if (w->mode != NUPP_WALK_MEM || !w->helper_ra)
+				NUPP_WALK_GOTO(window);
+			nupp_walk_helper(w);
+		}
 		if (ffid == lo->ff_c) {
 			if (nupp_walk_emit(w, NUPP_SMP_C, f->ptr, 0, 0, 0, -1, lt))
 				return 1;
@@ -836,9 +863,11 @@ fault:
 	return 1;
 }
 
-/* The registers a sample starts from. */
+/* The registers a sample starts from, and the sampled thread's own user stack. */
 struct nupp_walk_regs {
 	__u64 ip, rbx, rdx, rbp, r14;
+	__u64 sp;      /* user stack pointer */
+	__u64 stk_top; /* end of the mapping that holds sp (the thread's stack), 0 unknown */
 };
 
 /* Where the start frame's base comes from: the rules of §4.4, or a retry. */
@@ -848,12 +877,25 @@ enum nupp_walk_base {
 	NUPP_WALK_BASE_RBP = 2,  /* rbp: BASE saved by the VM around non-syncing C helpers */
 };
 
+/* Is the sampled thread running the VM g now? Either its IP is in the interpreter with
+ * DISPATCH (r14, vm_x64.dasc:32) of g, or the running lua_State's C frame (the VM's rsp
+ * when it was entered, lj_frame.h) lies on the thread's own stack, above its SP: a thread
+ * in C code, a trace, the GC or the JIT compiler called by the VM. Anything else is a
+ * thread (or a moment) outside the VM: host code. */
+NUPP_WALK_INLINE int nupp_walk_running(const struct nupp_lj_layout *lo, __u64 g, const struct nupp_walk_regs *r,
+				       __u64 cframe)
+{
+	if (r->ip >= lo->vm_begin && r->ip < lo->vm_end && r->r14 == g - (__s64)lo->gg_disp2g)
+		return 1;
+	return cframe && r->stk_top && cframe >= r->sp && cframe < r->stk_top;
+}
+
 /* Picks the start frame and leaf PC (§4.4) and resets the walk. Returns 0, or the walk
  * result (READ_FAULT, BAD_FRAME) when the VM state or the chosen base is unusable. */
 NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 g,
 				     const struct nupp_walk_regs *r, __u32 max_depth, __u32 how, __s32 *vmstate)
 {
-	__u64 L = 0, jit_base = 0, base = 0, stack = 0, cf = 0, spc = 0, top, lbase;
+	__u64 L = 0, jit_base = 0, base = 0, stack = 0, cf = 0, spc = 0, top, lbase, ra = 0;
 	__u32 stacksize = 0, glo, gofs = 0, both = 0;
 	__u64 glen;
 	__s32 vms = 0;
@@ -885,6 +927,8 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->st.trace = 0;
 	w->st.mcode = 0;
 	w->st.pgen = 0;
+	w->st.callsite = 0;
+	w->helper_ra = 0;
 	if (!nupp_walk_layout_ok(lo))
 		return NUPP_WALK_BAD_FRAME;
 	/* vmstate, cur_L and jit_base, and the main lua_State (GG_State puts it just below
@@ -914,6 +958,9 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 		return NUPP_WALK_READ_FAULT;
 	*vmstate = vms;
 	w->L = L;
+	cf = nupp_walk_u64(w->Lbuf, lo->L_cframe, 127) & lo->cframe_rawmask;
+	if (!nupp_walk_running(lo, g, r, cf))
+		return NUPP_WALK_NOT_RUNNING;
 	stack = nupp_walk_u64(w->Lbuf, lo->L_stack, 127);
 	stacksize = nupp_walk_u32(w->Lbuf, lo->L_stacksize, 127);
 	lbase = nupp_walk_u64(w->Lbuf, lo->L_base, 127);
@@ -943,8 +990,11 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	 * except in the few helpers called without a sync, where rbp holds BASE. */
 	w->mode = NUPP_WALK_MEM;
 	w->strict = vms == lo->vmst_interp;
+	/* ... and in the interpreter right after such a helper returns, before BASE is
+	 * restored from rbp (lj_BC_LEN: `call extern lj_tab_len` .. `mov BASE, RB`). */
 	if (how == NUPP_WALK_BASE_RBP ||
-	    (how == NUPP_WALK_BASE_AUTO && w->strict && (r->ip < lo->vm_begin || r->ip >= lo->vm_end))) {
+	    (how == NUPP_WALK_BASE_AUTO && w->strict &&
+	     (r->ip < lo->vm_begin || r->ip >= lo->vm_end || r->rdx <= w->bot || r->rdx > top))) {
 		base = r->rbp;
 		w->st.flags = NUPP_SMP_F_RBP;
 	} else {
@@ -955,9 +1005,16 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 		w->st.flags |= NUPP_SMP_F_STRICT;
 	if (base <= w->bot || base > top || (base & 7))
 		return NUPP_WALK_BAD_FRAME;
-	cf = nupp_walk_u64(w->Lbuf, lo->L_cframe, 127) & lo->cframe_rawmask;
 	if (cf && NUPP_WALK_READ(&spc, 8, cf + lo->cframe_ofs_pc))
 		spc = 0;
+	/* INTERP in a C helper that rbx does not prove: the helper was called from the
+	 * interpreter's code, whose rsp is its C frame (vm_x64.dasc: `mov L:RB->cframe, rsp`
+	 * at VM entry), so its return address lies just below it. The VM stores BASE in
+	 * L->base and PC in SAVE_PC before the calls that need them: the leaf may take
+	 * SAVE_PC then, and userspace keeps the stack only if that call site is one of them. */
+	if (how == NUPP_WALK_BASE_L && w->strict && (r->ip < lo->vm_begin || r->ip >= lo->vm_end) && cf &&
+	    spc && !NUPP_WALK_READ(&ra, 8, cf - 8) && ra >= lo->vm_begin && ra < lo->vm_end)
+		w->helper_ra = ra;
 	w->frame = base - lo->tv_size;
 	w->leaf_pc[0] = r->rbx;
 	w->leaf_pc[1] = spc;
@@ -965,17 +1022,19 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 }
 
 /* The start base to retry with after a failed walk, 0 for none (a retry is validated
- * like the first attempt): after registers or rbp, L->base. */
+ * like the first attempt): after registers or rbp, L->base (for INTERP in a C helper,
+ * with SAVE_PC as the leaf's PC when rbx is not in it). */
 NUPP_WALK_INLINE __u32 nupp_walk_retry(const struct nupp_walk *w, const struct nupp_lj_layout *lo, __s32 vmstate,
-				       __u32 attempt)
+				       __u32 attempt, __u64 ip)
 {
-	if (attempt > 0 || w->mode == NUPP_WALK_TRACE)
+	if (attempt > 0 || w->mode == NUPP_WALK_TRACE || w->result == NUPP_WALK_NOT_RUNNING)
 		return 0;
 	/* Registers failed (an entry/exit window of the VM), or rbp was not BASE. */
 	if (w->mode == NUPP_WALK_REGS || w->strict)
 		return NUPP_WALK_BASE_L;
 	return 0;
 }
+
 
 /* Reads a 64-bit field at base+o64 and a 32-bit field at base+o32: in one read when
  * they lie within 32 bytes of each other, else in two. 0 or a read error. */
@@ -1041,11 +1100,11 @@ NUPP_WALK_INLINE int nupp_walk_run(struct nupp_walk *w, const struct nupp_lj_lay
 {
 	int i;
 
-	for (i = 0; i < NUPP_WALK_MAX_ITER; i++)
-		if (nupp_walk_step(w, lo))
+	for (i = 0; i < NUPP_WALK_MAX_ITER(NUPP_SMP_MAX_DEPTH); i++)
+		if (i >= (int)NUPP_WALK_MAX_ITER(w->max_depth) || nupp_walk_step(w, lo))
 			break;
 	if (w->result == NUPP_WALK_RUN)
-		w->result = NUPP_WALK_TRUNCATED;
+		nupp_walk_cut(w); /* out of iterations: the frames emitted are the leaf-most */
 	if (w->result == NUPP_WALK_DONE && !w->st.depth)
 		w->result = NUPP_WALK_BAD_FRAME; /* no frame at all is not a stack */
 	return w->result;

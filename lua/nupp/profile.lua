@@ -455,7 +455,7 @@ function profile.sample(options)
   end
   local interval = check_int("sample", "intervalMs", o.intervalMs, 1, 60000, 10)
   local backend = pick_backend("sample", o.backend)
-  local depth = check_int("sample", "stackDepth", o.stackDepth, 1, backend == "bpf" and 64 or 1000, 16)
+  local depth = check_int("sample", "stackDepth", o.stackDepth, 1, backend == "bpf" and 256 or 1000, 16)
   local zf = check_str("sample", "zone", o.zone)
   local root = check_str("sample", "root", o.root)
   local st = { backend = backend, depth = depth, agg = {}, t0 = os.clock() }
@@ -468,13 +468,18 @@ function profile.sample(options)
     local jp = require("jit.profile")
     local dumpstack, zpath = jp.dumpstack, zone.path
     local agg = st.agg
-    local fmt, d = "F;", -depth
+    -- One frame more than asked: a deeper stack keeps its leaf-most stackDepth frames
+    -- under a "[truncated]" root frame, as the bpf backend cuts it.
+    local fmt, d = "F;", -(depth + 1)
     local key = { N = "compiled", I = "interpreted", C = "cCode", G = "collecting", J = "compiling" }
     local okp, pid = pcall(function() pcall(ffi.cdef, "int getpid(void);") return ffi.C.getpid() end)
     st.pid = okp and pid or 0
     jp.start("i" .. interval, function(th, n, vmstate)
       if self.paused then return end
       local stack = dumpstack(th, fmt, d):gsub(";$", "")
+      if select(2, stack:gsub(";", ";")) >= depth then
+        stack = "[truncated];" .. stack:match("^[^;]*;(.*)$")
+      end
       local zp = zpath()
       local byz = agg[zp]
       if not byz then byz = {}; agg[zp] = byz end

@@ -138,7 +138,16 @@ int main(int argc, char **argv)
 	}
 	close(gate[0]);
 	tgid = (__u32)pid;
-	skel = sampler_bpf__open_and_load();
+	skel = sampler_bpf__open();
+	/* As user/sampler.c sizes them: stacks of the default depth (and the frame that names
+	 * the outermost). */
+	if (skel)
+		skel->rodata->max_depth = NUPP_SMP_DEFAULT_DEPTH + 1;
+	if (skel && (bpf_map__set_value_size(skel->maps.stacks, NUPP_SMP_STACK_SIZE(NUPP_SMP_DEFAULT_DEPTH + 1)) ||
+		     sampler_bpf__load(skel))) {
+		sampler_bpf__destroy(skel);
+		skel = NULL;
+	}
 	if (!skel) {
 		fprintf(stderr, "Error: cannot load the sampler: %s\n", strerror(errno));
 		goto out;

@@ -16,7 +16,7 @@ expect_error() {
 expect_error 2 "invalid PID 'abc'" -p abc
 expect_error 2 "invalid frequency '0'" -F 0 -p 1
 expect_error 2 "invalid duration 'x'" -d x -p 1
-expect_error 2 "invalid depth '500': expected 1..64 frames" --depth 500 -p 1
+expect_error 2 "invalid depth '500': expected 1..256 frames" --depth 500 -p 1
 expect_error 2 "unknown output format for 'out.xyz'" -o out.xyz -p 1
 expect_error 2 "nothing to record" -o x.json
 expect_error 2 "give either -p PID or -- COMMAND" -p 1 -- true

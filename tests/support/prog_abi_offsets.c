@@ -31,6 +31,7 @@ int main(void)
 	FIELD(nupp_session_opts, command);
 	FIELD(nupp_session_opts, target);
 	FIELD(nupp_session_opts, full_filenames);
+	FIELD(nupp_session_opts, lua_only);
 	SIZE(nupp_zone_table);
 	FIELD(nupp_zone_table, magic);
 	FIELD(nupp_zone_table, version);
@@ -60,6 +61,8 @@ int main(void)
 	FIELD(nupp_lj_layout, cframe_rawmask);
 	FIELD(nupp_lj_layout, vm_begin);
 	FIELD(nupp_lj_layout, gch_marked);
+	FIELD(nupp_lj_layout, pt_k);
+	FIELD(nupp_lj_layout, pt_sizekgc);
 	FIELD(nupp_lj_layout, tab_array);
 	FIELD(nupp_lj_layout, tab_asize);
 	return 0;

@@ -82,6 +82,8 @@ START_TEST(layout_objects)
 	OFS(pt_lineinfo, GCproto, lineinfo);
 	OFS(pt_sizept, GCproto, sizept);
 	OFS(pt_gct, GCproto, gct);
+	OFS(pt_k, GCproto, k);
+	OFS(pt_sizekgc, GCproto, sizekgc);
 	ck_assert_uint_eq(LO->str_size, sizeof(GCstr));
 	OFS(str_len, GCstr, len);
 	OFS(str_hash, GCstr, hash);

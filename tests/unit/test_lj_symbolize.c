@@ -17,6 +17,7 @@
 #include "lj_gc.h"
 
 #include "../../user/sampler_internal.h"
+#include "../../user/nupp_internal.h"
 
 extern const struct nupp_lj_layout luajit_bpf_layout;
 
@@ -356,6 +357,83 @@ START_TEST(a_freed_callers_string_constants_are_not_trusted)
 }
 END_TEST
 
+/* The index of the string constant str of pt (proto_kgc(pt, ~idx)), or -1. */
+static int kstr_idx(GCproto *pt, const char *str)
+{
+	MSize i;
+
+	for (i = 0; i < pt->sizekgc; i++) {
+		GCobj *o = gcref(mref(pt->k, GCRef)[-1 - (ptrdiff_t)i]);
+
+		if (o->gch.gct == ~LJ_TSTR && strcmp(strdata(&o->str), str) == 0)
+			return (int)i;
+	}
+	return -1;
+}
+
+START_TEST(a_closing_vms_string_constants_name_after_its_free)
+{
+	char b[256], ev[64];
+	struct nupp_smp_kstr e = { 0 };
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+	int idx = kstr_idx(pcaller, "gfoo");
+
+	/* The caller freed by lua_close, never read alive: its free was followed by its
+	 * string constants (luajit:proto_free of a closing VM), which name gfoo. */
+	ck_assert_int_ge(idx, 0);
+	born(s, pcaller, 0, "=symtest");
+	freed(s, pcaller, 1);
+	e.idx = (__u16)idx;
+	e.len = 4;
+	e.whole = 1;
+	memcpy(ev, &e, sizeof(e));
+	memcpy(ev + sizeof(e), "gfoo", 4);
+	ck_assert_int_eq(nupp_sym_kstrs(s, (__u64)(uintptr_t)pcaller, 1, ev, sizeof(e) + 4), 0);
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:gfoo");
+	nupp_sym_free(s);
+	/* A constant that was cut names nothing; constants of another free are not taken. */
+	s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+	born(s, pcaller, 0, "=symtest");
+	freed(s, pcaller, 1);
+	ck_assert_int_eq(nupp_sym_kstrs(s, (__u64)(uintptr_t)pcaller, 2, ev, sizeof(e) + 4), -ENOENT);
+	e.whole = 0;
+	memcpy(ev, &e, sizeof(e));
+	ck_assert_int_eq(nupp_sym_kstrs(s, (__u64)(uintptr_t)pcaller, 1, ev, sizeof(e) + 4), 0);
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), -ESTALE);
+	nupp_sym_free(s);
+}
+END_TEST
+
+/* A function of this test, named by address. */
+__attribute__((noinline)) int symtest_named_by_address(int x)
+{
+	return x * 3 + 1;
+}
+
+START_TEST(host_code_is_named_by_its_elf_symbol)
+{
+	struct nupp_addrmap *a = nupp_addrmap_new(getpid());
+	__u64 fn = (__u64)(uintptr_t)symtest_named_by_address, start = 0;
+	unsigned char code[8];
+	char b[256];
+
+	ck_assert_ptr_nonnull(a);
+	ck_assert_int_eq(nupp_addrmap_refresh(a), 0);
+	ck_assert_int_eq(nupp_addrmap_sym(a, fn + 2, &start, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest_named_by_address");
+	ck_assert_uint_eq(start, fn);
+	ck_assert_int_eq(nupp_addrmap_name(a, fn + 1, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest_named_by_address");
+	/* Code bytes come from the mapped file, as they are in memory. */
+	ck_assert_int_eq(nupp_addrmap_read(a, fn, code, sizeof(code)), 0);
+	ck_assert_int_eq(memcmp(code, (void *)(uintptr_t)fn, sizeof(code)), 0);
+	/* Not mapped at all: no name. */
+	ck_assert_int_eq(nupp_addrmap_name(a, 0x1000, b, sizeof(b)), -ENOENT);
+	nupp_addrmap_free(a);
+}
+END_TEST
+
 START_TEST(string_constants_read_alive_outlive_the_caller)
 {
 	char b[256];
@@ -576,6 +654,8 @@ int main(void)
 	tcase_add_test(tc, a_free_after_a_read_in_the_same_drain_names_again);
 	tcase_add_test(tc, a_freed_callers_string_constants_are_not_trusted);
 	tcase_add_test(tc, string_constants_read_alive_outlive_the_caller);
+	tcase_add_test(tc, a_closing_vms_string_constants_name_after_its_free);
+	tcase_add_test(tc, host_code_is_named_by_its_elf_symbol);
 	tcase_add_test(tc, strings_are_not_read_while_the_gc_sweeps);
 	tcase_add_test(tc, lost_events_never_name_the_wrong_incarnation);
 	tcase_add_test(tc, a_stack_waits_for_every_free_up_to_its_generation);

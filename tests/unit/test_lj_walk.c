@@ -155,12 +155,41 @@ static struct nupp_walk_regs regs_interp(__u64 base, __u64 pc)
 	return r;
 }
 
-/* Starts and runs a walk; returns the result. */
-static int walk(const struct nupp_walk_regs *r, __u32 depth)
-{
-	__s32 vms;
-	int err = nupp_walk_start(&w, lo, g, r, depth, NUPP_WALK_BASE_AUTO, &vms);
+/* The sampled thread's stack in these tests: [THREAD_SP, THREAD_TOP), the VM's C frame
+ * (L->cframe) at THREAD_CF on it. */
+#define THREAD_SP A(0x70000)
+#define THREAD_CF A(0x80000)
+#define THREAD_TOP A(0x90000)
 
+/* Registers of a sample outside the interpreter's code on the thread running the VM
+ * (its C frame, set to THREAD_CF if none, lies above its SP). */
+static void on_vm_thread(struct nupp_walk_regs *r)
+{
+	__u64 L;
+
+	memcpy(&L, (void *)(uintptr_t)(g + lo->g_cur_L), 8);
+	if (!(r->ip >= lo->vm_begin && r->ip < lo->vm_end && r->r14 == g - (__s64)lo->gg_disp2g)) {
+		__u64 cf;
+
+		memcpy(&cf, (void *)(uintptr_t)(L + lo->L_cframe), 8);
+		if (!cf)
+			put64(L + lo->L_cframe, THREAD_CF);
+	}
+	if (!r->sp && !r->stk_top) {
+		r->sp = THREAD_SP;
+		r->stk_top = THREAD_TOP;
+	}
+}
+
+/* Starts and runs a walk of the thread that runs the VM; returns the result. */
+static int walk(const struct nupp_walk_regs *r0, __u32 depth)
+{
+	struct nupp_walk_regs rr = *r0, *r = &rr;
+	__s32 vms;
+	int err;
+
+	on_vm_thread(r);
+	err = nupp_walk_start(&w, lo, g, r, depth, NUPP_WALK_BASE_AUTO, &vms);
 	if (err)
 		return err;
 	if (w.mode == NUPP_WALK_TRACE)
@@ -626,7 +655,7 @@ START_TEST(walk_cycle_and_bad_pointer_end_bounded)
 }
 END_TEST
 
-START_TEST(walk_depth_truncation_is_counted)
+START_TEST(walk_deep_stack_keeps_its_leaf_most_frames)
 {
 	__u64 fn = 0, base, prev_fn = 0;
 	int i;
@@ -643,10 +672,18 @@ START_TEST(walk_depth_truncation_is_counted)
 	{
 		struct nupp_walk_regs r = regs_interp(base, ret_pc(fn, 1));
 
-		ck_assert_int_eq(walk(&r, 16), NUPP_WALK_TRUNCATED);
+		/* Cut, not dropped: the 16 leaf-most frames, flagged. */
+		ck_assert_int_eq(walk(&r, 16), NUPP_WALK_DONE);
 		ck_assert_uint_eq(w.st.depth, 16);
-		ck_assert_int_eq(walk(&r, NUPP_SMP_MAX_DEPTH), NUPP_WALK_TRUNCATED);
-		ck_assert_uint_eq(w.st.depth, NUPP_SMP_MAX_DEPTH);
+		ck_assert(w.st.flags & NUPP_SMP_F_CUT);
+		ck_assert_int_eq(w.st.frames[0].pos, 1);
+		ck_assert_int_eq(w.st.frames[0].firstline, 99);
+		ck_assert_int_eq(w.st.frames[15].firstline, 84);
+		ck_assert_int_eq(w.st.frames[15].pos, 4);
+		/* The whole stack fits in 256: not cut. */
+		ck_assert_int_eq(walk(&r, NUPP_SMP_MAX_DEPTH), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.depth, 100);
+		ck_assert(!(w.st.flags & NUPP_SMP_F_CUT));
 	}
 }
 END_TEST
@@ -675,10 +712,101 @@ START_TEST(walk_interp_in_c_helper_uses_rbp_then_l_base)
 		 * function whose bytecode does not hold rbx) instead of misattributing */
 		r.rbp = 0x1234;
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
-		ck_assert_uint_eq(nupp_walk_retry(&w, lo, lo->vmst_interp, 0), NUPP_WALK_BASE_L);
+		ck_assert_uint_eq(nupp_walk_retry(&w, lo, lo->vmst_interp, 0, r.ip), NUPP_WALK_BASE_L);
+		on_vm_thread(&r);
 		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_L, &vms), 0);
 		ck_assert_int_eq(nupp_walk_run(&w, lo), NUPP_WALK_BAD_FRAME);
-		ck_assert_uint_eq(nupp_walk_retry(&w, lo, lo->vmst_interp, 1), 0);
+		/* (SAVE_PC is not tried: no return address into the interpreter below its C frame) */
+		ck_assert_uint_eq(nupp_walk_retry(&w, lo, lo->vmst_interp, 1, r.ip), 0);
+	}
+}
+END_TEST
+
+START_TEST(walk_thread_not_running_the_vm_is_host_code)
+{
+	__u64 fm, ff, b0, b1, b2, leaf;
+	__s32 vms;
+
+	setup();
+	leaf = new_lua_fn(30, 20, NULL);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	put64(mainL + lo->L_base, b2);
+	put32(g + lo->g_vmstate, (__u32)lo->vmst_c);
+	put64(mainL + lo->L_cframe, THREAD_CF);
+	{
+		/* Another thread: in C code, its stack elsewhere (the VM's C frame is not on it). */
+		struct nupp_walk_regs r = { .ip = 0x401240, .sp = A(0x200000), .stk_top = A(0x210000) };
+
+		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_AUTO, &vms), NUPP_WALK_NOT_RUNNING);
+		ck_assert_uint_eq(nupp_walk_retry(&w, lo, vms, 0, r.ip), 0);
+		/* ... its stack unknown (bpf_find_vma refused): not proven either. */
+		r.sp = THREAD_SP;
+		r.stk_top = 0;
+		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_AUTO, &vms), NUPP_WALK_NOT_RUNNING);
+		/* ... in the interpreter's code, but r14 is not this VM's DISPATCH. */
+		r.ip = lo->vm_begin + 16;
+		r.r14 = 0x1234;
+		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_AUTO, &vms), NUPP_WALK_NOT_RUNNING);
+		/* The VM's own thread (its C frame above its SP): walked. */
+		r.ip = 0x401240;
+		r.stk_top = THREAD_TOP;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.depth, 3);
+		/* Host code between two lua_call: no C frame of the VM at all. */
+		put64(mainL + lo->L_cframe, 0);
+		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_AUTO, &vms), NUPP_WALK_NOT_RUNNING);
+	}
+}
+END_TEST
+
+START_TEST(walk_interp_in_a_synced_helper_uses_save_pc)
+{
+	__u64 fm, ff, b0, b1, b2, leaf, ra = 0;
+	__s32 vms = 0;
+	__u32 how, attempt;
+	int res = NUPP_WALK_RUN;
+
+	setup();
+	leaf = new_lua_fn(30, 20, NULL);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	/* lj_tab_newkey (deep in it, lj_alloc_malloc): INTERP, L->base and SAVE_PC synced,
+	 * rbx and rbp reused by the C code; the return address into the interpreter lies
+	 * just below its C frame. */
+	put64(mainL + lo->L_base, b2);
+	put64(mainL + lo->L_cframe, THREAD_CF);
+	put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(leaf, 6));
+	ra = lo->vm_begin + 0x321;
+	put64(THREAD_CF - 8, ra);
+	{
+		struct nupp_walk_regs r = { .ip = 0x401240, .rbx = 0x55, .rbp = 0x77, .sp = THREAD_SP, .stk_top = THREAD_TOP };
+
+		for (attempt = 0, how = NUPP_WALK_BASE_AUTO; attempt < 2; attempt++) {
+			res = nupp_walk_start(&w, lo, g, &r, 64, how, &vms);
+			if (!res)
+				res = nupp_walk_run(&w, lo);
+			if (res == NUPP_WALK_DONE)
+				break;
+			w.result = res;
+			how = nupp_walk_retry(&w, lo, vms, attempt, r.ip);
+			if (!how)
+				break;
+		}
+		ck_assert_int_eq(res, NUPP_WALK_DONE);
+		ck_assert_uint_eq(attempt, 1);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER);
+		ck_assert_uint_eq(w.st.callsite, ra);
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_int_eq(w.st.frames[0].pos, 6);
+		ck_assert_int_eq(w.st.frames[1].pos, 7);
+		/* SAVE_PC outside the leaf (a stale pair): refused. */
+		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(ff, 2));
+		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_L, &vms), 0);
+		ck_assert_int_eq(nupp_walk_run(&w, lo), NUPP_WALK_BAD_FRAME);
+		/* No return address into the interpreter below its C frame: not a helper. */
+		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(leaf, 6));
+		put64(THREAD_CF - 8, 0x401000);
+		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_L, &vms), 0);
+		ck_assert_int_eq(nupp_walk_run(&w, lo), NUPP_WALK_BAD_FRAME);
 	}
 }
 END_TEST
@@ -1051,7 +1179,9 @@ int main(void)
 	tcase_add_test(tc, walk_trace_caches_give_the_same_stack_with_fewer_reads);
 	tcase_add_test(tc, walk_coroutine_chains_to_resumer);
 	tcase_add_test(tc, walk_cycle_and_bad_pointer_end_bounded);
-	tcase_add_test(tc, walk_depth_truncation_is_counted);
+	tcase_add_test(tc, walk_deep_stack_keeps_its_leaf_most_frames);
+	tcase_add_test(tc, walk_thread_not_running_the_vm_is_host_code);
+	tcase_add_test(tc, walk_interp_in_a_synced_helper_uses_save_pc);
 	tcase_add_test(tc, walk_interp_in_c_helper_uses_rbp_then_l_base);
 	tcase_add_test(tc, walk_vm_call_entry_and_returned_function_value);
 	tcase_add_test(tc, walk_deep_recursion_reads_each_thing_once);
