@@ -11,10 +11,16 @@
 
 char LICENSE[] SEC("license") = "GPL";
 
+/* Whether a child of a profiled process is profiled too (record --subprocesses); else
+ * it is only watched. Set between open and load. */
+const volatile bool subprocesses = false;
+
 /* Events lost because the ring buffer was full (read by userspace). */
 __u64 lost = 0;
 
-/* tgid -> 1: the processes followed (the command, and every descendant of it). */
+/* tgid -> enum nupp_follow_value: the processes followed (the command, and every
+ * descendant of it). The trace channel shares this map as its tgid filter, so a child is
+ * in it from its fork on, before userspace has heard of it. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, NUPP_FOLLOW_MAX_PROCS);
@@ -48,12 +54,17 @@ static __always_inline struct nupp_follow_event *follow_reserve(__u32 kind, __u3
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(nupp_follow_fork, struct task_struct *parent, struct task_struct *child)
 {
-	__u32 ptgid = parent->tgid, ctgid = child->tgid, one = 1;
+	__u32 ptgid = parent->tgid, ctgid = child->tgid, value;
 	struct nupp_follow_event *e;
+	__u32 *pv;
 
-	if (ctgid == ptgid || !bpf_map_lookup_elem(&followed, &ptgid))
-		return 0; /* a thread, or not ours */
-	bpf_map_update_elem(&followed, &ctgid, &one, BPF_ANY);
+	if (ctgid == ptgid)
+		return 0; /* a thread */
+	pv = bpf_map_lookup_elem(&followed, &ptgid);
+	if (!pv)
+		return 0; /* not ours */
+	value = subprocesses ? *pv : NUPP_FOLLOW_WATCHED;
+	bpf_map_update_elem(&followed, &ctgid, &value, BPF_ANY);
 	e = follow_reserve(NUPP_FOLLOW_FORK, ctgid, ptgid);
 	if (e)
 		bpf_ringbuf_submit(e, 0);

@@ -13,6 +13,7 @@
 struct nupp_walk_fc;
 static __always_inline struct nupp_walk_fc *smp_fc_entry(__u32 i);
 #include "nupp/walk.h"
+#include "nupp/zone_abi.h"
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -346,7 +347,7 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 			*n += 1;
 		return smp_lose(buf, (__u32)s->w.result - 1);
 	}
-	if (zaddr && bpf_probe_read_user(&zone, sizeof(zone), (const void *)zaddr))
+	if (zaddr && nupp_zone_read(zaddr, &zone))
 		return smp_lose(buf, NUPP_SMP_LOST_READ_FAULT);
 	key.tgid = tgid | (buf ? NUPP_SMP_TGID_BUF : 0);
 	key.zone = zone;

@@ -8,6 +8,8 @@
 #include "nupp/trace_abi.h"
 #include "nupp/severity.h"
 #include "nupp/lj_layout.h"
+#include "nupp/zone_abi.h"
+#include "nupp/follow_abi.h"
 
 char LICENSE[] SEC("license") = "GPL";
 
@@ -20,6 +22,20 @@ volatile __u32 paused = 0;
 /* Read and reset by userspace (atomic exchange on the mmaped .bss). */
 struct nupp_trace_counters counters = {};
 
+/* Set by userspace (nupp_trace_follow) before the probes are attached to every process
+ * of a binary: only the processes tgids says are profiled are counted. */
+volatile __u32 filter_tgids = 0;
+
+/* tgid -> enum nupp_follow_value: the process follower's map (bpf/follow.bpf.c), which
+ * userspace hands to the follower when it loads it, so a followed child is counted from
+ * its fork on, even one that lives a few ms and is gone before userspace knows of it. */
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NUPP_FOLLOW_MAX_PROCS);
+	__type(key, __u32);
+	__type(value, __u32);
+} tgids SEC(".maps");
+
 /* (tgid, severity, err, info, location, zone) -> count; max_entries set at run time. */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -28,8 +44,8 @@ struct {
 	__type(value, __u64);
 } aborts SEC(".maps");
 
-/* tgid -> address of the process's luajit_bpf_vmlist, whose zone[i] is the current zone
- * path id of the VM in slot i (nupp.zone writes it; include/nupp/lj_layout.h). */
+/* tgid -> address of the process's luajit_bpf_vmlist, whose zone_tv[i] points to the
+ * current zone path id of the VM in slot i (nupp.zone writes it; include/nupp/lj_layout.h). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 1024);
@@ -92,7 +108,8 @@ static __always_inline void trace_copy_loc(struct nupp_trace_loc *l, const struc
 }
 
 /* The zone id open in VM g of the process whose luajit_bpf_vmlist is at vl: the slot
- * of g, then its zone[] entry; 0 when g has no slot or a read fails (counted). */
+ * of g, then the number its zone_tv[] entry points to; 0 when g has no slot or a read
+ * fails (counted). */
 static __always_inline __u32 trace_zone(__u64 vl, __u64 g, struct nupp_trace_scratch *s)
 {
 	__u32 i, zone = 0;
@@ -106,12 +123,25 @@ static __always_inline __u32 trace_zone(__u64 vl, __u64 g, struct nupp_trace_scr
 			break;
 	if (i == NUPP_LJ_VMLIST_MAX)
 		return 0;
-	if (bpf_probe_read_user(&zone, sizeof(zone),
-				(void *)(vl + __builtin_offsetof(struct nupp_lj_vmlist, zone) + i * sizeof(__u32)))) {
+	if (nupp_zone_read(vl + __builtin_offsetof(struct nupp_lj_vmlist, zone_tv) + i * sizeof(__u64), &zone)) {
 		__sync_fetch_and_add(&counters.zone_faults, 1);
 		return 0;
 	}
 	return zone;
+}
+
+/* Whether the current process's events are counted (the tgid filter, when it is on). */
+static __always_inline bool trace_followed(__u32 tgid)
+{
+	__u32 *v;
+
+	if (!filter_tgids)
+		return true;
+	v = bpf_map_lookup_elem(&tgids, &tgid);
+	if (v && *v == NUPP_FOLLOW_PROFILED)
+		return true;
+	__sync_fetch_and_add(&counters.not_followed, 1);
+	return false;
 }
 
 /* Adds one to the row of key; a full map is counted, never silent. */
@@ -143,8 +173,11 @@ int BPF_USDT(trace_blacklist, __u64 g, __u64 locp, __s32 err, __u32 op, __u32 va
 {
 	struct nupp_lj_usdt_loc loc;
 	struct nupp_trace_pending p = {};
-	__u32 tid = (__u32)bpf_get_current_pid_tgid();
+	__u64 id = bpf_get_current_pid_tgid();
+	__u32 tid = (__u32)id;
 
+	if (!trace_followed(id >> 32))
+		return 0;
 	if (paused) {
 		__sync_fetch_and_add(&counters.paused, 1);
 		return 0;
@@ -173,6 +206,8 @@ int BPF_USDT(trace_abort, __u64 g, __u32 traceno, __s32 err, __s32 info, __u32 a
 	__u64 *zaddr;
 	__u8 sev;
 
+	if (!trace_followed(tgid))
+		return 0;
 	/* Complete (or refute) a blacklist event of this thread first, paused or not. */
 	p = bpf_map_lookup_elem(&pending, &tid);
 	if (p) {

@@ -3,6 +3,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -42,6 +43,7 @@ struct doctor {
 	int bpf_err;
 	int uprobe_err;          /* 0 fired; -errno of the failed step */
 	const char *uprobe_step; /* which step failed */
+	bool verdict;            /* for nupp_doctor_verdict: a uprobe is created, not fired */
 };
 
 /* -- Results ------------------------------------------------------------------ */
@@ -426,9 +428,37 @@ static int doctor_self_offset(const void *addr, char *path, size_t size, __u64 *
 	return n < 0 ? n : err;
 }
 
+/* Closes the uprobe event of a verdict (a thread of its own). */
+static void *doctor_close_later(void *arg)
+{
+	close((int)(intptr_t)arg);
+	return NULL;
+}
+
+/* Closes fd in a detached thread: a uprobe's release waits about 0.1 s for the kernel
+ * (uprobe_unregister), which a verdict need not wait for. Closes it now if no thread. */
+static void doctor_close_async(int fd)
+{
+	pthread_attr_t a;
+	pthread_t t;
+	int e;
+
+	if (pthread_attr_init(&a)) {
+		close(fd);
+		return;
+	}
+	pthread_attr_setdetachstate(&a, PTHREAD_CREATE_DETACHED);
+	e = pthread_create(&t, &a, doctor_close_later, (void *)(intptr_t)fd);
+	pthread_attr_destroy(&a);
+	if (e)
+		close(fd);
+}
+
 /* Creates a uprobe on our own code (the uprobe PMU, no BPF); then, with the doctor's
  * program loaded, attaches it the way libbpf attaches record's probes and calls the
- * function: the probe must fire once. */
+ * function: the probe must fire once. A verdict stops after the creation, which is the
+ * step the kernel's privileges gate (CAP_SYS_ADMIN here), and does not wait for the
+ * release of the uprobe. */
 static void doctor_uprobes(struct doctor *d)
 {
 	void (*volatile target)(void) = doctor_probe_target;
@@ -458,6 +488,11 @@ static void doctor_uprobes(struct doctor *d)
 		if (fd < 0) {
 			d->uprobe_err = -errno;
 			d->uprobe_step = "creating a uprobe";
+		} else if (d->verdict) {
+			doctor_close_async(fd);
+			d->uprobe_err = 0;
+			doctor_set(d, NUPP_CHECK_UPROBES, NUPP_CHECK_OK, 0, "a uprobe on %s can be created", path);
+			return;
 		} else {
 			close(fd);
 		}
@@ -968,19 +1003,9 @@ static void doctor_target(struct doctor *d, pid_t pid)
 
 /* -- Entry points --------------------------------------------------------------- */
 
-/* Runs every check into out[]. */
-int nupp_doctor_run(const struct nupp_doctor_opts *opts, struct nupp_check *out, int max)
+/* The checks of the machine and our privileges (NUPP_CHECK_USER .. NUPP_CHECK_CHANNELS). */
+static void doctor_machine(struct doctor *d, bool quick)
 {
-	struct doctor *d;
-	pid_t pid = opts && opts->sz >= offsetof(struct nupp_doctor_opts, pid) + sizeof(pid_t) ? opts->pid : 0;
-	bool quick = opts && opts->sz >= offsetof(struct nupp_doctor_opts, quick) + sizeof(bool) && opts->quick;
-	int n = pid > 0 ? NUPP_CHECK__MAX : NUPP_CHECK_PROCESS, i;
-
-	if (pid < 0 || max < n)
-		return nupp_fail(-EINVAL, "nupp_doctor_run: %s", pid < 0 ? "invalid PID" : "out[] is too small");
-	d = calloc(1, sizeof(*d));
-	if (!d)
-		return -ENOMEM;
 	doctor_privileges(d);
 	doctor_btf(d);
 	doctor_bpf(d);
@@ -997,6 +1022,23 @@ int nupp_doctor_run(const struct nupp_doctor_opts *opts, struct nupp_check *out,
 		doctor_channels(d);
 	if (d->skel)
 		doctor_bpf__destroy(d->skel);
+	d->skel = NULL;
+}
+
+/* Runs every check into out[]. */
+int nupp_doctor_run(const struct nupp_doctor_opts *opts, struct nupp_check *out, int max)
+{
+	struct doctor *d;
+	pid_t pid = opts && opts->sz >= offsetof(struct nupp_doctor_opts, pid) + sizeof(pid_t) ? opts->pid : 0;
+	bool quick = opts && opts->sz >= offsetof(struct nupp_doctor_opts, quick) + sizeof(bool) && opts->quick;
+	int n = pid > 0 ? NUPP_CHECK__MAX : NUPP_CHECK_PROCESS, i;
+
+	if (pid < 0 || max < n)
+		return nupp_fail(-EINVAL, "nupp_doctor_run: %s", pid < 0 ? "invalid PID" : "out[] is too small");
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return -ENOMEM;
+	doctor_machine(d, quick);
 	if (pid > 0)
 		doctor_target(d, pid);
 	for (i = 0; i < n; i++)
@@ -1022,30 +1064,130 @@ static int doctor_libbpf_quiet(enum libbpf_print_level level, const char *fmt, v
 	return 0;
 }
 
+/* The machine checks of the last verdict, kept for as long as this process has the same
+ * effective user and capabilities (what they depend on that can change under it). */
+static struct {
+	pthread_mutex_t lock;
+	bool valid;
+	uid_t euid;
+	unsigned long long capeff;
+	struct nupp_check c[NUPP_CHECK_PROCESS];
+	pid_t self_ok; /* this process passed the target checks (a process's LuaJIT stays) */
+} doctor_cache = { .lock = PTHREAD_MUTEX_INITIALIZER };
+
+/* The machine checks, tried once per effective user and capability set (the verdict
+ * mode: a uprobe is created, not fired; record's own programs are not loaded). */
+static void doctor_machine_cached(struct doctor *d)
+{
+	unsigned long long capeff = doctor_capeff();
+	uid_t euid = geteuid();
+	libbpf_print_fn_t old;
+
+	if (doctor_cache.valid && doctor_cache.euid == euid && doctor_cache.capeff == capeff) {
+		memcpy(d->c, doctor_cache.c, sizeof(doctor_cache.c));
+		d->capeff = capeff;
+		return;
+	}
+	d->verdict = true;
+	old = libbpf_set_print(doctor_libbpf_quiet);
+	doctor_machine(d, true);
+	libbpf_set_print(old);
+	memcpy(doctor_cache.c, d->c, sizeof(doctor_cache.c));
+	doctor_cache.euid = euid;
+	doctor_cache.capeff = capeff;
+	doctor_cache.valid = true;
+	doctor_cache.self_ok = 0;
+}
+
+/* The verdict when capabilities are missing: every one of them at once, what each is
+ * for (CAP_SYS_ADMIN as the uprobe check found it), and how to grant them. -EPERM. */
+static int doctor_missing_caps(const struct doctor *d, char *why, size_t size)
+{
+	static const struct {
+		enum nupp_check_id id;
+		const char *what;
+	} caps[] = {
+		{ NUPP_CHECK_CAP_BPF, "to load BPF programs and maps" },
+		{ NUPP_CHECK_CAP_PERFMON, "to open CPU-clock perf events and tracing programs" },
+		{ NUPP_CHECK_CAP_SYS_PTRACE, "to read another process's memory" },
+		{ NUPP_CHECK_CAP_SYS_ADMIN, "to create uprobes, which kernels like this one want it for" },
+	};
+	const struct nupp_check *sa = &d->c[NUPP_CHECK_CAP_SYS_ADMIN];
+	char list[1024] = "", found[sizeof(sa->detail)], *paren;
+	size_t i;
+
+	for (i = 0; i < NUPP_ARRAY_SIZE(caps); i++) {
+		const struct nupp_check *c = &d->c[caps[i].id];
+		const char *what = caps[i].what;
+
+		if (c->status != NUPP_CHECK_FAIL &&
+		    !(c == sa && c->status == NUPP_CHECK_SKIP && !strncmp(c->detail, "missing", 7)))
+			continue;
+		/* "missing, and this kernel wants it for uprobes (creating ... fails: ...)" reads
+		 * "this kernel wants it for uprobes: creating ... fails: ..." in the list. */
+		if (c == sa && c->status == NUPP_CHECK_FAIL && !strncmp(c->detail, "missing, and ", 13)) {
+			snprintf(found, sizeof(found), "%s", c->detail + 13);
+			paren = strstr(found, " (");
+			if (paren && found[strlen(found) - 1] == ')') {
+				found[strlen(found) - 1] = 0;
+				paren[0] = ':';
+				paren[1] = ' ';
+			}
+			what = found;
+		}
+		snprintf(list + strlen(list), sizeof(list) - strlen(list), "%s%s (%s)", list[0] ? ", " : "", c->name,
+			 what);
+	}
+	nupp_fail(-EPERM,
+		  "missing %s: run as root (sudo), or grant CAP_BPF, CAP_PERFMON, CAP_SYS_PTRACE and CAP_SYS_ADMIN to "
+		  "the program (sudo setcap cap_bpf,cap_perfmon,cap_sys_ptrace,cap_sys_admin+ep PROGRAM, or "
+		  "AmbientCapabilities= in its systemd unit)",
+		  list);
+	if (size)
+		snprintf(why, size, "%s", nupp_errmsg());
+	return -EPERM;
+}
+
 /* Whether BPF sessions can run here, for process pid. */
 int nupp_doctor_verdict(int pid, char *why, size_t size)
 {
-	struct nupp_doctor_opts o = { .sz = sizeof(o), .pid = pid == 0 ? getpid() : pid < 0 ? 0 : pid, .quick = true };
-	struct nupp_check c[NUPP_CHECK__MAX];
-	libbpf_print_fn_t old = libbpf_set_print(doctor_libbpf_quiet);
+	pid_t self = getpid(), target = pid == 0 ? self : pid;
 	const struct nupp_check *b;
-	int n = nupp_doctor_run(&o, c, NUPP_CHECK__MAX), err;
+	struct doctor *d;
+	int n = pid < 0 ? NUPP_CHECK_PROCESS : NUPP_CHECK__MAX, err;
 
-	libbpf_set_print(old);
 	if (size)
 		why[0] = 0;
-	if (n < 0)
-		return n;
-	b = nupp_doctor_blocker(c, n);
-	if (!b)
+	d = calloc(1, sizeof(*d));
+	if (!d)
+		return nupp_fail(-ENOMEM, "out of memory");
+	pthread_mutex_lock(&doctor_cache.lock);
+	doctor_machine_cached(d);
+	/* Our own memory is ours to read: CAP_SYS_PTRACE is for other processes. */
+	if (target == self && d->c[NUPP_CHECK_CAP_SYS_PTRACE].status == NUPP_CHECK_FAIL)
+		doctor_set(d, NUPP_CHECK_CAP_SYS_PTRACE, NUPP_CHECK_NOTE, 0,
+			   "missing, and not needed to profile this process itself");
+	/* The first blocker is the answer: the process is looked at only if none is found. */
+	if (pid < 0 || nupp_doctor_blocker(d->c, NUPP_CHECK_PROCESS) || (doctor_cache.self_ok == self && target == self))
+		n = NUPP_CHECK_PROCESS;
+	else
+		doctor_target(d, target);
+	b = nupp_doctor_blocker(d->c, n);
+	if (!b && pid >= 0 && target == self)
+		doctor_cache.self_ok = self;
+	pthread_mutex_unlock(&doctor_cache.lock);
+	if (!b) {
+		free(d);
 		return 0;
+	}
 	switch (b->id) {
 	case NUPP_CHECK_CAP_BPF:
 	case NUPP_CHECK_CAP_PERFMON:
 	case NUPP_CHECK_CAP_SYS_PTRACE:
 	case NUPP_CHECK_CAP_SYS_ADMIN:
-		err = -EPERM;
-		break;
+		err = doctor_missing_caps(d, why, size);
+		free(d);
+		return err;
 	case NUPP_CHECK_PROCESS:
 		err = b->err == -ESRCH ? -ESRCH : -EPERM;
 		break;
@@ -1060,5 +1202,12 @@ int nupp_doctor_verdict(int pid, char *why, size_t size)
 	nupp_fail(err, "%s: %s%s%s%s", b->name, b->detail, b->remedy[0] ? " (" : "", b->remedy, b->remedy[0] ? ")" : "");
 	if (size)
 		snprintf(why, size, "%s", nupp_errmsg());
+	free(d);
 	return err;
+}
+
+/* Whether the BPF channels can run here: the doctor's verdict (include/nupp/nupp.h). */
+int nupp_available(int pid, char *why, size_t size)
+{
+	return nupp_doctor_verdict(pid, why, size);
 }

@@ -15,7 +15,6 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
-#include <linux/capability.h>
 #include <bpf/libbpf.h>
 
 #include "nupp/nupp.h"
@@ -244,7 +243,10 @@ static int ses_attach_binary(struct nupp_session *s, struct ses_target *t, bool 
 		}
 	}
 	if (!e && s->tr) {
-		int te = nupp_trace_attach(s->tr, t->binary, t->pid);
+		/* Followed processes: the probes fire for every process of the binary and the
+		 * kernel's map of followed processes filters them, so a child's aborts count from
+		 * its first instruction, however short it lives. */
+		int te = nupp_trace_attach(s->tr, t->binary, s->follow ? -1 : t->pid);
 
 		if (!te && !t->vmlist)
 			ses_arm_zones(s, t);
@@ -268,13 +270,32 @@ static int ses_on_follow(void *ctx, void *data, size_t size);
 /* Starts following pid's forks and execs in the kernel. */
 static int ses_follow(struct nupp_session *s, pid_t pid)
 {
-	__u32 key = (__u32)pid, one = 1;
+	__u32 key = (__u32)pid, value = NUPP_FOLLOW_PROFILED;
 	int e;
 
 	if (!s->follow) {
-		s->follow = follow_bpf__open_and_load();
+		s->follow = follow_bpf__open();
 		if (!s->follow) {
 			e = -errno;
+			return nupp_fail(e, "cannot open the process follower: %s", strerror(-e));
+		}
+		s->follow->rodata->subprocesses = s->o.subprocesses;
+		/* Its map of followed processes is the trace channel's tgid filter. */
+		if (s->tr) {
+			int fd = nupp_trace_follow(s->tr);
+
+			e = fd < 0 ? fd : bpf_map__reuse_fd(s->follow->maps.followed, fd);
+			if (e) {
+				follow_bpf__destroy(s->follow);
+				s->follow = NULL;
+				return nupp_fail(e, "cannot share the followed processes with the trace channel: %s",
+						 strerror(-e));
+			}
+		}
+		e = follow_bpf__load(s->follow);
+		if (e) {
+			follow_bpf__destroy(s->follow);
+			s->follow = NULL;
 			return nupp_fail(e, "cannot load the process follower: %s (CAP_BPF and CAP_PERFMON are "
 					 "required; the kernel needs BTF)", strerror(-e));
 		}
@@ -288,7 +309,7 @@ static int ses_follow(struct nupp_session *s, pid_t pid)
 			return nupp_fail(e, "cannot open the process follower's ring buffer: %s", strerror(-e));
 		}
 	}
-	if (bpf_map__update_elem(s->follow->maps.followed, &key, sizeof(key), &one, sizeof(one), BPF_ANY))
+	if (bpf_map__update_elem(s->follow->maps.followed, &key, sizeof(key), &value, sizeof(value), BPF_ANY))
 		return nupp_fail(-errno, "cannot follow PID %d: %s", (int)pid, strerror(errno));
 	return 0;
 }
@@ -309,10 +330,13 @@ int nupp_session_attach(struct nupp_session *s, int pid)
 	if (!t)
 		return -ENOSPC;
 	snprintf(t->binary, sizeof(t->binary), "%s", vm.path);
-	e = ses_attach_binary(s, t, true);
-	if (!e && s->o.subprocesses)
+	/* Followed first: the channels then attach once for every process of the binary. */
+	if (s->o.subprocesses) {
 		e = ses_follow(s, pid);
-	return e;
+		if (e)
+			return e;
+	}
+	return ses_attach_binary(s, t, true);
 }
 
 /* Attaches to a child forked to run exe, held before its exec. */
@@ -343,8 +367,12 @@ int nupp_session_attach_spawned(struct nupp_session *s, int pid, const char *exe
 		t->fast_until = ses_now() + SES_FAST_SECS;
 		/* The LuaJIT a wrapper most likely execs is ours: its probes are attached now,
 		 * so the exec costs no attach (another LuaJIT is attached when it is exec'ed). */
-		if (s->smp && nupp_vm_binary_for_exe(NUPP_LUAJIT_PREFIX "/bin/luajit", own, sizeof(own)) == 0)
-			nupp_sampler_watch(s->smp, own, -1);
+		if (nupp_vm_binary_for_exe(NUPP_LUAJIT_PREFIX "/bin/luajit", own, sizeof(own)) == 0) {
+			if (s->smp)
+				nupp_sampler_watch(s->smp, own, -1);
+			if (s->tr)
+				nupp_trace_attach(s->tr, own, -1); /* (a failure is said when it execs) */
+		}
 	}
 	if (e == -ENOEXEC && s->smp) {
 		/* Not LuaJIT (a wrapper, env, sh -c): sampled as soon as it execs our LuaJIT;
@@ -1156,57 +1184,4 @@ void nupp_profile_totals(const struct nupp_profile *p, unsigned long long totals
 int nupp_profile_write_json(const struct nupp_profile *p, const char *path)
 {
 	return nupp_profile_write_file(p, path, NUPP_FMT_JSON, NULL);
-}
-
-/* -- Availability ------------------------------------------------------------------ */
-
-/* Whether the BPF channels can run here, for process pid. */
-int nupp_available(int pid, char *why, size_t size)
-{
-	static const struct {
-		int bit;
-		const char *name, *what;
-	} caps[] = {
-		{ CAP_BPF, "CAP_BPF", "load BPF programs" },
-		{ CAP_PERFMON, "CAP_PERFMON", "open CPU-clock perf events" },
-		{ CAP_SYS_ADMIN, "CAP_SYS_ADMIN", "attach uprobes (the USDT probes), which this kernel requires" },
-	};
-	unsigned long long eff = 0;
-	char line[256], missing[256] = "";
-	FILE *f = fopen("/proc/self/status", "re");
-	size_t i;
-	int e = 0;
-
-	if (size)
-		why[0] = 0;
-	while (f && fgets(line, sizeof(line), f))
-		if (sscanf(line, "CapEff: %llx", &eff) == 1)
-			break;
-	if (f)
-		fclose(f);
-	for (i = 0; i < sizeof(caps) / sizeof(caps[0]); i++)
-		if (!(eff & (1ULL << caps[i].bit)))
-			snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%s%s (to %s)",
-				 missing[0] ? ", " : "", caps[i].name, caps[i].what);
-	if (pid != 0 && pid != getpid() && !(eff & (1ULL << CAP_SYS_PTRACE)))
-		snprintf(missing + strlen(missing), sizeof(missing) - strlen(missing), "%sCAP_SYS_PTRACE (to read "
-			 "another process's memory)", missing[0] ? ", " : "");
-	if (missing[0]) {
-		e = nupp_fail(-EPERM, "missing %s: run as root (sudo), or grant the capabilities (setcap, or "
-			      "systemd AmbientCapabilities)", missing);
-	} else if (access("/sys/kernel/btf/vmlinux", R_OK) != 0) {
-		e = nupp_fail(-ENOTSUP, "this kernel has no BTF (/sys/kernel/btf/vmlinux): the BPF programs need "
-			      "a kernel built with CONFIG_DEBUG_INFO_BTF=y");
-	} else if (pid >= 0) {
-		struct nupp_vm vm;
-		int n = nupp_vm_find(pid ? pid : getpid(), &vm, 1);
-
-		if (n < 0)
-			e = n;
-		else if (n == 0)
-			e = nupp_fail(-ENOENT, "PID %d has no Lua VM open", pid ? pid : (int)getpid());
-	}
-	if (e && size)
-		snprintf(why, size, "%s", nupp_errmsg());
-	return e;
 }

@@ -26,6 +26,8 @@ struct nupp_trace {
 	struct trace_bpf *skel;
 	struct bpf_link **links;
 	size_t nlinks;
+	char **wide;  /* binaries attached for every process (pid -1) */
+	size_t nwide;
 	struct nupp_zones *zones; /* names zone ids (the session's; NULL: "#<id>") */
 	struct nupp_trace_counters acc; /* counters moved out of the kernel by drains */
 };
@@ -217,10 +219,24 @@ static int trace_attach_one(struct nupp_trace *t, struct bpf_program *prog, cons
 	return 0;
 }
 
-/* Attaches the luajit:trace_abort and trace_blacklist probes of binary for pid. */
+/* Whether binary's probes are attached for every process already. */
+static bool trace_attached_wide(const struct nupp_trace *t, const char *binary)
+{
+	size_t i;
+
+	for (i = 0; i < t->nwide; i++)
+		if (strcmp(t->wide[i], binary) == 0)
+			return true;
+	return false;
+}
+
+/* Attaches the luajit:trace_abort and trace_blacklist probes of binary for pid. Once
+ * attached for every process, attaching again (for any pid) does nothing: the probes
+ * already fire there, and a second link would count each abort twice. */
 int nupp_trace_attach(struct nupp_trace *t, const char *binary, pid_t pid)
 {
 	size_t before = t->nlinks;
+	char **nw;
 	int e;
 
 	if (access(binary, R_OK) != 0) {
@@ -229,13 +245,38 @@ int nupp_trace_attach(struct nupp_trace *t, const char *binary, pid_t pid)
 	}
 	if (pid <= 0)
 		pid = -1;
+	if (trace_attached_wide(t, binary))
+		return 0;
+	nw = pid == -1 ? realloc(t->wide, (t->nwide + 1) * sizeof(*nw)) : NULL;
+	if (pid == -1) {
+		if (!nw)
+			return nupp_fail(-ENOMEM, "out of memory");
+		t->wide = nw;
+		t->wide[t->nwide] = strdup(binary);
+		if (!t->wide[t->nwide])
+			return nupp_fail(-ENOMEM, "out of memory");
+	}
 	/* trace_abort first: a trace_blacklist event is only ever completed by an abort. */
 	e = trace_attach_one(t, t->skel->progs.trace_abort, binary, pid, "trace_abort");
 	if (!e)
 		e = trace_attach_one(t, t->skel->progs.trace_blacklist, binary, pid, "trace_blacklist");
 	while (e && t->nlinks > before) /* all or nothing */
 		bpf_link__destroy(t->links[--t->nlinks]);
+	if (pid == -1) {
+		if (e)
+			free(t->wide[t->nwide]);
+		else
+			t->nwide++;
+	}
 	return e;
+}
+
+/* Counts only the processes the map of tgids names profiled, from now on; returns the
+ * map's fd for the process follower to share, or -errno. */
+int nupp_trace_follow(struct nupp_trace *t)
+{
+	__atomic_store_n(&t->skel->bss->filter_tgids, 1, __ATOMIC_SEQ_CST);
+	return bpf_map__fd(t->skel->maps.tgids);
 }
 
 /* Pauses or resumes counting; probes stay attached. */
@@ -387,6 +428,9 @@ void nupp_trace_close(struct nupp_trace *t)
 	for (i = 0; i < t->nlinks; i++)
 		bpf_link__destroy(t->links[i]);
 	free(t->links);
+	for (i = 0; i < t->nwide; i++)
+		free(t->wide[i]);
+	free(t->wide);
 	trace_bpf__destroy(t->skel);
 	free(t);
 }

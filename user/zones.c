@@ -1,5 +1,5 @@
-/* Reading nupp.zone from outside a process: the vmlist slots where each VM keeps its
- * current zone id and the address of its id -> path table, and the tables themselves,
+/* Reading nupp.zone from outside a process: the vmlist slots where each VM keeps the
+ * address of its current zone id and of its id -> path table, and the tables themselves,
  * in a few bulk reads per drain (include/nupp/zone_abi.h). */
 #include <errno.h>
 #include <stddef.h>
@@ -146,14 +146,15 @@ int nupp_zones_vmlist(struct nupp_zones *z, pid_t pid, struct nupp_lj_vmlist *ou
 	return 0;
 }
 
-/* The address of the current zone id of the VM in vmlist slot i of pid, or 0. */
+/* The address of the zone_tv slot (where the current zone id is found) of the VM in
+ * vmlist slot i of pid, or 0. */
 __u64 nupp_zones_id_addr(struct nupp_zones *z, pid_t pid, int slot)
 {
 	struct zones_proc *p = zones_proc(z, pid, false);
 
 	if (!p || !p->vmlist || slot < 0 || slot >= NUPP_LJ_VMLIST_MAX)
 		return 0;
-	return p->vmlist + offsetof(struct nupp_lj_vmlist, zone) + (__u64)slot * sizeof(__u32);
+	return p->vmlist + offsetof(struct nupp_lj_vmlist, zone_tv) + (__u64)slot * sizeof(__u64);
 }
 
 /* Reads one VM's table anew when it grew or changed: header, then the arena, one read each. */

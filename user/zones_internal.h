@@ -22,7 +22,8 @@ int nupp_zones_find(struct nupp_zones *z, pid_t pid, const char *object, __u64 *
 /* Reads pid's vmlist (found before) in one read: 0, or -ENOENT unknown, -errno. */
 int nupp_zones_vmlist(struct nupp_zones *z, pid_t pid, struct nupp_lj_vmlist *out);
 
-/* The address of the current zone id of the VM in vmlist slot i of pid, or 0. */
+/* The address of the zone_tv slot of the VM in vmlist slot i of pid (what the sampler
+ * reads the current zone id through: nupp_zone_read, include/nupp/zone_abi.h), or 0. */
 __u64 nupp_zones_id_addr(struct nupp_zones *z, pid_t pid, int slot);
 
 /* Re-reads the tables that grew (a few bulk reads per VM). */
@@ -40,5 +41,10 @@ void nupp_zones_forget(struct nupp_zones *z, pid_t pid);
 /* The trace channel names its rows' zone ids with z from now on (user/trace.c). */
 struct nupp_trace;
 void nupp_trace_set_zones(struct nupp_trace *t, struct nupp_zones *z);
+
+/* The trace channel counts, from now on, only the processes its map of tgids names
+ * profiled (enum nupp_follow_value): returns that map's fd, which the session's process
+ * follower shares, or -errno (user/trace.c). */
+int nupp_trace_follow(struct nupp_trace *t);
 
 #endif /* NUPP_ZONES_INTERNAL_H */

@@ -2,7 +2,7 @@
  * BPF profiling, found by trying each piece the way `record` uses it (load a program,
  * open a CPU-clock event, attach a uprobe), not by reading kernel versions.
  * `nupp-bpf doctor` prints the checks; nupp_doctor_verdict() is the one-call verdict,
- * with nupp_available()'s contract, for in-process sessions (`profile.available()`). */
+ * which nupp_available() returns, for in-process sessions (`profile.available()`). */
 #ifndef NUPP_DOCTOR_H
 #define NUPP_DOCTOR_H
 
@@ -76,11 +76,15 @@ const struct nupp_check *nupp_doctor_blocker(const struct nupp_check *out, int n
 const char *nupp_check_status_name(enum nupp_check_status s);
 
 /* Whether BPF sessions can run here, for process pid (0: this process, -1: the machine
- * and our privileges only), found by the quick checks (about 0.1 s: a uprobe is tried).
- * 0, or -EPERM (a privilege), -ENOTSUP (a kernel feature, or a LuaJIT without our
- * probes and layout), -ENOENT (not LuaJIT, or no VM open), -ESRCH (no such process);
- * why (and nupp_errmsg()) then names the check, what was found and the remedy. The
- * contract of nupp_available() (include/nupp/nupp.h), which it can back. */
+ * and our privileges only), found by the quick checks, trying (a BPF program loads, a
+ * CPU-clock event delivers a sample, a uprobe can be created) without waiting for the
+ * uprobe's release. The machine's checks are tried once per effective user and
+ * capability set and then reused; a process's own checks pass once and stay passed
+ * (CAP_SYS_PTRACE is not asked for a process's own memory). 0, or -EPERM (a privilege),
+ * -ENOTSUP (a kernel feature, or a LuaJIT without our probes and layout), -ENOENT (not
+ * LuaJIT, or no VM open), -ESRCH (no such process); why (and nupp_errmsg()) then names
+ * the check, what was found and the remedy. nupp_available() (include/nupp/nupp.h) is
+ * this function. Thread-safe. */
 int nupp_doctor_verdict(int pid, char *why, size_t size);
 
 #ifdef __cplusplus

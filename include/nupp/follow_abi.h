@@ -10,6 +10,13 @@
 #define NUPP_FOLLOW_MAX_PROCS 4096 /* processes followed at once */
 #define NUPP_FOLLOW_PATH_MAX 256   /* bytes of an exec'ed file name kept */
 
+/* The values of the follower's map of processes (tgid -> value), which the trace
+ * channel reads as its tgid filter (bpf/trace.bpf.c). */
+enum nupp_follow_value {
+	NUPP_FOLLOW_PROFILED = 1, /* profiled: the command, and its children with subprocesses */
+	NUPP_FOLLOW_WATCHED = 2,  /* only watched for an exec of our LuaJIT (to be named) */
+};
+
 enum nupp_follow_kind {
 	NUPP_FOLLOW_FORK = 1, /* pid is a new child of ppid (a process, not a thread) */
 	NUPP_FOLLOW_EXEC = 2, /* pid exec'ed path */

@@ -7,7 +7,9 @@
  * probe, and as an exported data symbol read from the running process.
  *
  * This header compiles in three worlds: LuaJIT's C build, BPF (vmlinux.h types) and
- * host userspace. Append fields only; bump NUPP_LJ_LAYOUT_VERSION on any change.
+ * host userspace; and its structs, between the ffi:begin and ffi:end markers, in LuaJIT's
+ * ffi.cdef (scripts/gen-cdef.lua turns them into nupp/cdef.lua for lua/nupp/zone.lua).
+ * Append fields only; bump NUPP_LJ_LAYOUT_VERSION on any change.
  */
 #ifndef NUPP_LJ_LAYOUT_H
 #define NUPP_LJ_LAYOUT_H
@@ -17,11 +19,12 @@
 #endif
 
 #define NUPP_LJ_LAYOUT_MAGIC 0x4c4a4250u /* "PBJL": LuaJIT BPF layout */
-#define NUPP_LJ_LAYOUT_VERSION 3u
+#define NUPP_LJ_LAYOUT_VERSION 4u
 #define NUPP_LJ_LAYOUT_SYMBOL "luajit_bpf_layout"
 #define NUPP_LJ_VMLIST_SYMBOL "luajit_bpf_vmlist"
 #define NUPP_LJ_VMLIST_MAX 16
 
+/* ffi:begin */
 /* Offsets are bytes from the start of the named struct; sizes are sizeof(). */
 struct nupp_lj_layout {
 	/* -- Identity ---------------------------------------------------------- */
@@ -206,6 +209,10 @@ struct nupp_lj_layout {
 	/* -- A prototype's GC constants (version 3): k[-1] .. k[-sizekgc] ------- */
 	__u32 pt_k;       /* MRef k: the GCRef constants lie below it */
 	__u32 pt_sizekgc; /* MSize */
+
+	/* -- GCtab (version 4): nupp.zone keeps its current id in a table's array --- */
+	__u32 tab_array; /* MRef: the array part, TValue[asize] (index 0 first) */
+	__u32 tab_asize; /* uint32: slots of the array part */
 };
 
 /* The VMs a process has open, kept by the patched lua_newstate/lua_close, so a loader
@@ -216,10 +223,13 @@ struct nupp_lj_vmlist {
 	__u64 g[NUPP_LJ_VMLIST_MAX];
 	/* nupp.zone's state of the VM in slot i, written by the zone module in the process
 	 * and read from outside (BPF, libnupp); zeroed by lua_close before the slot is freed.
-	 * zone[i] is the id of the zone path open now (0: none); zone_table[i] the address
-	 * of its id -> path table (struct nupp_zone_table, include/nupp/zone_abi.h; 0: none). */
-	__u32 zone[NUPP_LJ_VMLIST_MAX];
+	 * zone_tv[i] is the address of the Lua number (a TValue in a Lua table's array part,
+	 * which never moves) holding the id of the zone path open now (0: no zone module);
+	 * zone_table[i] the address of its id -> path table (struct nupp_zone_table,
+	 * include/nupp/zone_abi.h; 0: none). */
+	__u64 zone_tv[NUPP_LJ_VMLIST_MAX];
 	__u64 zone_table[NUPP_LJ_VMLIST_MAX];
 };
+/* ffi:end */
 
 #endif /* NUPP_LJ_LAYOUT_H */

@@ -3,6 +3,11 @@
  * libbpf-shaped: opaque objects, option structs whose first field is their size,
  * negative errno on failure, no printing inside the library (set a print callback).
  * After a failure, nupp_errmsg() holds one line with the cause and the remedy.
+ *
+ * What lies between the ffi:begin and ffi:end markers uses only C types LuaJIT's
+ * ffi.cdef reads as they are (int, unsigned int, size_t, bool, char, unsigned long long,
+ * pointers, va_list): scripts/gen-cdef.lua copies it into nupp/cdef.lua at build time,
+ * and that is what the Lua binding (lua/nupp/profile.lua) declares.
  */
 #ifndef NUPP_NUPP_H
 #define NUPP_NUPP_H
@@ -21,6 +26,7 @@ extern "C" {
 
 /* -- Library ----------------------------------------------------------------- */
 
+/* ffi:begin */
 enum nupp_log_level { NUPP_WARN, NUPP_INFO, NUPP_DEBUG };
 typedef int (*nupp_print_fn)(enum nupp_log_level level, const char *fmt, va_list ap);
 
@@ -32,6 +38,7 @@ const char *nupp_errmsg(void);
 const char *nupp_version(void);
 /* The LuaJIT build libnupp was made for (Debian version, patch, layout version). */
 const char *nupp_luajit_build(void);
+/* ffi:end */
 
 /* -- Target VMs (user/vm.c) --------------------------------------------------- */
 
@@ -110,12 +117,9 @@ void nupp_probecheck_close(struct nupp_probecheck *pc);
  * cadence, names zone ids from the processes' own nupp.zone tables, pauses and resumes,
  * gives the aggregate so far at any time, and stops into a struct nupp_profile with the
  * zone filter and root cut applied and its meta filled. `nupp-bpf record` and the Lua
- * binding nupp.profile both run on it.
- *
- * This section uses only C types an FFI cdef reads as they are (int, unsigned int,
- * size_t, bool, char, uint64_t written as unsigned long long, pointers): it can be
- * given to LuaJIT's ffi.cdef verbatim, from "struct nupp_session;" to its end marker. */
+ * binding nupp.profile both run on it (through nupp/cdef.lua: see the top). */
 
+/* ffi:begin */
 struct nupp_session;
 struct nupp_profile;
 
@@ -197,12 +201,17 @@ int nupp_profile_write_json(const struct nupp_profile *p, const char *path);
 
 /* -- Availability ----------------------------------------------------------------- */
 
-/* Whether the BPF channels can run here, for process pid (0: this process, -1: any):
- * 0, or -EPERM (a capability is missing: uprobes need CAP_SYS_ADMIN on kernels like
- * this one, not only CAP_BPF and CAP_PERFMON), -ENOTSUP (no BTF, or the process does
- * not run our LuaJIT build), -ENOENT. why receives the cause and the remedy. */
+/* Whether the BPF channels can run here, for process pid (0: this process, -1: the
+ * machine and our privileges only), found by trying what a session does: load a BPF
+ * program, open CPU-clock events, create a uprobe (this is nupp_doctor_verdict,
+ * include/nupp/doctor.h). 0, or -EPERM (a privilege: uprobes need CAP_SYS_ADMIN on
+ * kernels like this one, not only CAP_BPF and CAP_PERFMON), -ENOTSUP (a kernel feature,
+ * or a process without our LuaJIT build), -ENOENT (not LuaJIT, or no VM open), -ESRCH;
+ * why (and nupp_errmsg()) names the check, what was found and the remedy. The first call
+ * in a process takes some 20-40 ms; later ones reuse what was tried (about 0.1 ms for
+ * this process) until the effective user or capabilities change. */
 int nupp_available(int pid, char *why, size_t size);
-/* end of the FFI section */
+/* ffi:end */
 
 #ifdef __cplusplus
 }

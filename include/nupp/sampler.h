@@ -37,9 +37,11 @@ int nupp_sampler_add_pid(struct nupp_sampler *s, pid_t pid);
  * first instruction once added with nupp_sampler_add_pid (which then may find no VM). */
 int nupp_sampler_watch(struct nupp_sampler *s, const char *binary, pid_t pid);
 
-/* Sets the address of a VM's current zone path id (a u32 in the target; 0 = no zones,
- * the default). Rows of id 0 get zone path "", others "#<id>" until a zone module
- * names them. 0, or -ENOENT if pid/g is not sampled. */
+/* Sets where a VM's current zone path id is found: the address of a u64 in the target
+ * that points to the Lua number holding the id (its luajit_bpf_vmlist.zone_tv slot,
+ * read with nupp_zone_read, include/nupp/zone_abi.h); 0 = no zones, the default. Rows of
+ * id 0 get zone path "", others "#<id>" until a zone module names them. 0, or -ENOENT if
+ * pid/g is not sampled. */
 int nupp_sampler_set_zone_addr(struct nupp_sampler *s, pid_t pid, __u64 g, __u64 zone_addr);
 
 /* Pauses (true) or resumes (false) recording; the timer keeps firing. */

@@ -126,7 +126,7 @@ struct nupp_smp_proc {
 	 * trace_flush) of the VM's LuaJIT are attached for this process, so the walker's
 	 * frame and trace caches may be used for its samples (include/nupp/walk.h). */
 	__u8 fc_ok[NUPP_SMP_MAX_VMS];
-	__u64 zone_addr[NUPP_SMP_MAX_VMS]; /* address of the VM's u32 zone id, 0 = none */
+	__u64 zone_addr[NUPP_SMP_MAX_VMS]; /* the VM's vmlist zone_tv slot (nupp_zone_read), 0 = none */
 	/* Prototype generation: +1 for every prototype or trace the process frees
 	 * (luajit:proto_free, trace_free, trace_flush).
 	 * A sample at generation E saw the incarnation of each GCproto* that the first free

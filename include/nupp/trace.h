@@ -24,7 +24,9 @@ struct nupp_trace_opts {
 struct nupp_trace *nupp_trace_open(const struct nupp_trace_opts *opts, int *err);
 
 /* Attaches the luajit:trace_* probes of an ELF object with our probes (luajit or
- * libluajit.so) for pid (-1: every process running it). */
+ * libluajit.so) for pid (-1: every process running it). Once a binary is attached for
+ * every process, attaching it again, for any pid, does nothing (a second probe would
+ * count each abort twice); attach for every process before attaching per process. */
 int nupp_trace_attach(struct nupp_trace *t, const char *binary, pid_t pid);
 
 /* Pauses (true) or resumes (false) counting; probes stay attached. */

@@ -98,6 +98,7 @@ struct nupp_trace_counters {
 	__u64 read_faults;      /* a payload or name could not be read (row counted, text lost) */
 	__u64 truncated;        /* names longer than NUPP_TRACE_NAME_MAX (row text cut) */
 	__u64 zone_faults;      /* the zone id could not be read (counted under zone 0) */
+	__u64 not_followed;     /* events of processes the tgid filter leaves out (nupp_trace_follow) */
 };
 
 /* A pending luajit:trace_blacklist event of a thread, matched by the next trace_abort. */

@@ -1,5 +1,5 @@
 /* nupp_doctor_verdict(), the one-call verdict for in-process sessions (profile.available(),
- * with nupp_available()'s contract): 0 as root on the machine and on a process of our
+ * which nupp_available() returns): 0 as root on the machine and on a process of our
  * LuaJIT; -EPERM naming the missing capability as an unprivileged user; -ENOENT for a
  * process that is not LuaJIT; -ENOTSUP for Debian's unpatched LuaJIT; -ESRCH for no
  * process. And nupp_doctor_run's contract: checks in enum order, the blocker, bad options. */
@@ -8,8 +8,10 @@
 #include "nupp_check.h"
 #include <grp.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <linux/capability.h>
 
 #include "nupp/doctor.h"
 #include "nupp/nupp.h"
@@ -71,9 +73,55 @@ START_TEST(unprivileged_is_refused_naming_the_capability)
 
 	verdict_as_nobody(-1, &err, msg, sizeof(msg));
 	ck_assert_int_eq(err, -EPERM);
-	ck_assert_msg(strstr(msg, "CAP_BPF: missing: needed for loading BPF programs and maps") &&
-			      strstr(msg, "run with sudo"),
+	/* Every missing capability at once, what each is for, and how to grant them. */
+	ck_assert_msg(strstr(msg, "missing CAP_BPF (to load BPF programs and maps), CAP_PERFMON (") &&
+			      strstr(msg, "CAP_SYS_PTRACE (") && strstr(msg, "CAP_SYS_ADMIN (") &&
+			      strstr(msg, "run as root (sudo)") && strstr(msg, "setcap cap_bpf,cap_perfmon"),
 		      "%s", msg);
+}
+END_TEST
+
+/* Sets this thread's effective capabilities to the permitted ones less cap (-1: none less). */
+static void caps_drop_effective(int cap)
+{
+	struct __user_cap_header_struct h = { .version = _LINUX_CAPABILITY_VERSION_3 };
+	struct __user_cap_data_struct d[2];
+
+	ck_assert_int_eq(syscall(SYS_capget, &h, d), 0);
+	d[0].effective = d[0].permitted;
+	d[1].effective = d[1].permitted;
+	if (cap >= 0)
+		d[cap / 32].effective &= ~(1u << (cap % 32));
+	ck_assert_int_eq(syscall(SYS_capset, &h, d), 0);
+}
+
+/* nupp_available is the verdict; the verdict keeps what it tried only for the same
+ * capabilities: dropping CAP_SYS_ADMIN from the effective set makes it try again and
+ * refuse (the uprobe cannot be created), and raising it again makes it accept. */
+START_TEST(available_is_the_verdict_and_follows_the_capabilities)
+{
+	char a[1024], b[1024];
+	int st;
+	pid_t c = fork();
+
+	if (c == 0) {
+		int e1, e2, e3;
+
+		e1 = nupp_available(-1, a, sizeof(a));
+		caps_drop_effective(CAP_SYS_ADMIN);
+		e2 = nupp_available(-1, a, sizeof(a));
+		if (nupp_doctor_verdict(-1, b, sizeof(b)) != e2 || strcmp(a, b))
+			_exit(10);
+		caps_drop_effective(-1);
+		e3 = nupp_available(-1, b, sizeof(b));
+		if (e1 != 0)
+			_exit(11);
+		if (e2 != -EPERM || !strstr(a, "missing CAP_SYS_ADMIN (this kernel wants it for uprobes: creating a uprobe"))
+			_exit(12);
+		_exit(e3 == 0 ? 0 : 13);
+	}
+	ck_assert_int_eq(waitpid(c, &st, 0), c);
+	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "child exit %d", WEXITSTATUS(st));
 }
 END_TEST
 
@@ -131,5 +179,6 @@ START_TEST(doctor_run_fills_checks_in_order)
 END_TEST
 
 NUPP_CHECK_MAIN("available", 120, true, false, root_can_profile_here_and_our_luajit,
-		unprivileged_is_refused_naming_the_capability, targets_that_cannot_be_profiled,
+		unprivileged_is_refused_naming_the_capability, available_is_the_verdict_and_follows_the_capabilities,
+		targets_that_cannot_be_profiled,
 		doctor_run_fills_checks_in_order)

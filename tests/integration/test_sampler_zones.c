@@ -1,5 +1,6 @@
-/* The real sampler reads a VM's current zone id from the address it was given
- * (nupp_sampler_set_zone_addr): samples are keyed by zone, id 0 is the path "". */
+/* The real sampler reads a VM's current zone id through the slot it was given
+ * (nupp_sampler_set_zone_addr: a u64 pointing to the double of the id, as nupp.zone
+ * keeps it): samples are keyed by zone, id 0 is the path "". */
 #include <check.h>
 
 #include "nupp_check.h"

@@ -1,6 +1,7 @@
 -- The nupp.profile API, sentence by sentence of its reference, on one backend:
 --   luajit profile_suite.lua BACKEND     (bpf | vm | auto: what the module picks itself)
--- with EXPECT=bpf|vm to check which one "auto" picked. Exits non-zero on the first failure.
+-- with EXPECT=bpf|vm to check which one "auto" picked (and EXPECT_WHY, below, to check why
+-- bpf could not). Exits non-zero on the first failure.
 -- Runs in our LuaJIT and in any other LuaJIT 2.1 (Debian's, with the modules from luarocks).
 local profile = require("nupp.profile")
 local zone = require("nupp.zone")
@@ -73,6 +74,18 @@ end
 if expect == "vm" and not backend then
   check(not has.bpf, "bpf should not be available here")
   print("bpf not available: " .. why.bpf)
+end
+-- EXPECT_WHY="A|B|...": why.bpf names each fragment, and so do the raises of both kinds of
+-- session that demand bpf (e.g. CAP_SYS_ADMIN and its remedy, for a user with only
+-- CAP_BPF + CAP_PERFMON + CAP_SYS_PTRACE).
+if os.getenv("EXPECT_WHY") then
+  local frags = {}
+  for f in os.getenv("EXPECT_WHY"):gmatch("[^|]+") do frags[#frags + 1] = f end
+  for _, f in ipairs(frags) do
+    check(type(why.bpf) == "string" and why.bpf:find(f, 1, true), "why.bpf [" .. tostring(why.bpf) .. "] lacks [" .. f .. "]")
+  end
+  raises(function() profile.sample({ backend = "bpf" }) end, "nupp.profile.sample", "the bpf backend cannot run here", unpack(frags))
+  raises(function() profile.trace({ backend = "bpf" }) end, "nupp.profile.trace", "the bpf backend cannot run here", unpack(frags))
 end
 
 -- -- profile.sample: defaults, fields, raises ------------------------------------------

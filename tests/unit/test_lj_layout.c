@@ -12,6 +12,8 @@
 #include "lj_dispatch.h"
 #include "lj_vm.h"
 #include "lj_ccall.h"
+#include "lauxlib.h"
+#include "lualib.h"
 
 #include "nupp/lj_layout.h"
 
@@ -201,7 +203,32 @@ START_TEST(layout_vm_code_bounds)
 }
 END_TEST
 
+/* Version 3: the array part of a table, where nupp.zone keeps its current id (a number
+ * in t[1], whose TValue never moves: LuaJIT's GC does not move objects, and an array
+ * part only moves when the table is resized). */
+START_TEST(layout_tables)
+{
+	lua_State *L = luaL_newstate();
+	GCtab *t;
+	TValue *tv;
+
+	OFS(tab_array, GCtab, array);
+	OFS(tab_asize, GCtab, asize);
+	ck_assert_uint_eq(LO->dualnum, 0); /* numbers are doubles: the readers convert those */
+	/* What zone.lua does: t = {0}; t[1] = id; the reader finds t[1] from the layout. */
+	ck_assert_int_eq(luaL_dostring(L, "box = {0} box[1] = 16777217"), 0);
+	lua_getglobal(L, "box");
+	t = (GCtab *)lua_topointer(L, -1);
+	ck_assert_uint_ge(*(uint32_t *)((char *)t + LO->tab_asize), 2);
+	tv = (TValue *)(uintptr_t)(*(uint64_t *)((char *)t + LO->tab_array)) + 1;
+	ck_assert(tvisnum(tv));
+	ck_assert(numV(tv) == 16777217.0);
+	lua_close(L);
+}
+END_TEST
+
 NUPP_CHECK_MAIN("lj_layout", 0, false, false,
+		layout_tables,
 		layout_identity,
 		layout_gg_state,
 		layout_lua_state,

@@ -1,10 +1,13 @@
--- Sampler test workload for zone ids: the current zone id lives in a uint32 whose address
--- the script prints first; work_a runs in zone 1, work_b in zone 2, the rest in zone 0.
--- stdin gates the start and the exit; stdout gets the address, then "done".
+-- Sampler test workload for zone ids, kept as nupp.zone keeps them: the current zone id
+-- is a double (a Lua number's 8 bytes) whose address sits in a u64 slot; the script
+-- prints the slot's address first. work_a runs in zone 1, work_b in zone 2, the rest in
+-- zone 0. stdin gates the start and the exit; stdout gets the address, then "done".
 local ffi = require("ffi")
 local seconds = tonumber(arg[1]) or 3
-local zone = ffi.new("uint32_t[1]")
-print(tostring(ffi.cast("uintptr_t", zone))) -- "<address>ULL"
+local zone = ffi.new("double[1]")
+local slot = ffi.new("uint64_t[1]")
+slot[0] = ffi.cast("uint64_t", ffi.cast("uintptr_t", zone))
+print(tostring(ffi.cast("uintptr_t", slot))) -- "<address>ULL"
 io.stdout:flush()
 
 local function spin(n)
