@@ -19,7 +19,7 @@
 #endif
 
 #define NUPP_LJ_LAYOUT_MAGIC 0x4c4a4250u /* "PBJL": LuaJIT BPF layout */
-#define NUPP_LJ_LAYOUT_VERSION 4u
+#define NUPP_LJ_LAYOUT_VERSION 5u
 #define NUPP_LJ_LAYOUT_SYMBOL "luajit_bpf_layout"
 #define NUPP_LJ_VMLIST_SYMBOL "luajit_bpf_vmlist"
 #define NUPP_LJ_VMLIST_MAX 16
@@ -213,6 +213,11 @@ struct nupp_lj_layout {
 	/* -- GCtab (version 4): nupp.zone keeps its current id in a table's array --- */
 	__u32 tab_array; /* MRef: the array part, TValue[asize] (index 0 first) */
 	__u32 tab_asize; /* uint32: slots of the array part */
+
+	/* -- GCtrace (version 5): a trace's code runs with rsp this far below the
+	 * VM's C frame, so a C function it calls has its return address just below. */
+	__u32 T_spadjust; /* uint16 */
+	__u32 pad5;
 };
 
 /* The VMs a process has open, kept by the patched lua_newstate/lua_close, so a loader

@@ -62,6 +62,9 @@ struct nupp_smp_frame {
  * below its C frame inside it): started from L->base with SAVE_PC; callsite is that
  * return address, and userspace keeps the stack only if that call site syncs both. */
 #define NUPP_SMP_F_HELPER 128u
+/* On a trace, in a C function the trace called: mcofs is that call's return address
+ * minus one (inside the call instruction), so the call site's snapshot applies. */
+#define NUPP_SMP_F_MCALL 256u
 
 /* A walked stack, the value of the stacks map (keyed by its 64-bit hash). */
 struct nupp_smp_stack {

@@ -124,6 +124,8 @@ struct nupp_walk_tc {
 	__u64 mcode; /* T->mcode */
 	__u32 traceno;
 	__u32 szmcode; /* T->szmcode */
+	__u32 spadj;   /* T->spadjust */
+	__u32 pad;
 };
 
 /* A frame cache entry (64 bytes). */
@@ -157,6 +159,7 @@ struct nupp_walk {
 	__u32 why;         /* source line of the walker that ended the walk (diagnosis) */
 	__u32 strict;      /* INTERP but not walked from registers: the leaf must match rbx */
 	__u64 helper_ra;   /* ... or SAVE_PC, below a call from the interpreter returning here */
+	__u64 cf;          /* the running lua_State's C frame (L->cframe, flags masked) */
 	__u64 stk_lo, stk_hi; /* the current lua_State's stack [stack, stack + stacksize) */
 	__u64 win_lo, win_hi; /* target bytes held in win (win_hi 0: none) */
 	__u64 code_lo, code_hi; /* target bytes held in code (code_hi 0: none) */
@@ -929,6 +932,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->st.pgen = 0;
 	w->st.callsite = 0;
 	w->helper_ra = 0;
+	w->cf = 0;
 	if (!nupp_walk_layout_ok(lo))
 		return NUPP_WALK_BAD_FRAME;
 	/* vmstate, cur_L and jit_base, and the main lua_State (GG_State puts it just below
@@ -961,6 +965,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	cf = nupp_walk_u64(w->Lbuf, lo->L_cframe, 127) & lo->cframe_rawmask;
 	if (!nupp_walk_running(lo, g, r, cf))
 		return NUPP_WALK_NOT_RUNNING;
+	w->cf = cf;
 	stack = nupp_walk_u64(w->Lbuf, lo->L_stack, 127);
 	stacksize = nupp_walk_u32(w->Lbuf, lo->L_stacksize, 127);
 	lbase = nupp_walk_u64(w->Lbuf, lo->L_base, 127);
@@ -1052,13 +1057,23 @@ NUPP_WALK_INLINE int nupp_walk_read2(struct nupp_walk *w, __u64 base, __u32 o64,
 	return 0;
 }
 
+/* True when the 8 code bytes before a return address end with an x86-64 call: call
+ * rel32 (E8), call r64 (FF D0+r) or with REX.B (41 FF D0+r), the forms LuaJIT emits. */
+NUPP_WALK_INLINE int nupp_walk_is_call(__u64 code)
+{
+	__u32 b5 = (__u32)(code >> 24) & 0xff, b2 = (__u32)(code >> 48) & 0xff, b1 = (__u32)(code >> 56) & 0xff;
+
+	return b5 == 0xe8 || (b2 == 0xff && (b1 & 0xf8) == 0xd0);
+}
+
 /* Records where a trace sample was: trace number, GCtrace*, mcode and offset (§5.3).
  * traces = J->trace (GCRef array); vmstate >= 0 is the running trace. */
 NUPP_WALK_INLINE void nupp_walk_trace(struct nupp_walk *w, const struct nupp_lj_layout *lo, __s32 vmstate,
 				      __u64 ip)
 {
-	__u64 J = w->g + (__s64)lo->gg_g2j, arr = 0, T = 0, mcode = 0;
-	__u32 size = 0, sz = 0;
+	__u64 J = w->g + (__s64)lo->gg_g2j, arr = 0, T = 0, mcode = 0, ra = 0, code = 0, jsp;
+	__u32 size = 0, sz = 0, spadj = 0;
+	__u16 spadj16 = 0;
 	struct nupp_walk_tc *c = &w->tc[(__u32)vmstate & (NUPP_WALK_TC - 1)];
 
 	if (vmstate < 0)
@@ -1067,6 +1082,7 @@ NUPP_WALK_INLINE void nupp_walk_trace(struct nupp_walk *w, const struct nupp_lj_
 		T = c->T;
 		mcode = c->mcode;
 		sz = c->szmcode;
+		spadj = c->spadj;
 		goto found;
 	}
 	if (nupp_walk_read2(w, J, lo->J_trace, lo->J_sizetrace, &arr, &size) || (__u32)vmstate >= size)
@@ -1075,6 +1091,9 @@ NUPP_WALK_INLINE void nupp_walk_trace(struct nupp_walk *w, const struct nupp_lj_
 		return;
 	if (nupp_walk_read2(w, T, lo->T_mcode, lo->T_szmcode, &mcode, &sz))
 		return;
+	if (NUPP_WALK_READ(&spadj16, 2, T + lo->T_spadjust))
+		return;
+	spadj = spadj16;
 	if (w->tc_tag) {
 		c->tag = w->tc_tag;
 		c->g = w->g;
@@ -1082,14 +1101,28 @@ NUPP_WALK_INLINE void nupp_walk_trace(struct nupp_walk *w, const struct nupp_lj_
 		c->T = T;
 		c->mcode = mcode;
 		c->szmcode = sz;
+		c->spadj = spadj;
 	}
 found:
+	jsp = (__u64)spadj + lo->cframe_size_jit - lo->cframe_size;
 	w->st.traceno = (__u32)vmstate;
 	w->st.trace = T;
 	w->st.mcode = mcode;
 	if (ip >= mcode && ip < mcode + sz) {
 		w->st.mcofs = (__u32)(ip - mcode);
 		w->st.flags |= NUPP_SMP_F_MCODE;
+	} else if (w->cf && w->cf > jsp + 8 && !NUPP_WALK_READ(&ra, 8, w->cf - jsp - 8) && ra >= mcode + 5 &&
+		   ra <= mcode + sz &&
+		   !NUPP_WALK_READ(&code, 8, ra - 8) && nupp_walk_is_call(code)) {
+		/* A C function (a helper, an FFI callee, the allocator) called by this trace:
+		 * the interpreter enters a trace with rsp = C frame - (CFRAME_SIZE_JIT -
+		 * CFRAME_SIZE) (vm_x64.dasc BC_JLOOP: `sub rsp, 16`), and the trace's code runs
+		 * spadjust below that (lj_asm.c asm_head_root/side: emit_spsub), so the
+		 * call pushed its return address just below, right after a call
+		 * instruction of the trace. The call site is in the trace's code: its
+		 * snapshot names the inlined frames, as for a sample on that instruction. */
+		w->st.mcofs = (__u32)(ra - 1 - mcode);
+		w->st.flags |= NUPP_SMP_F_MCODE | NUPP_SMP_F_MCALL;
 	}
 	w->hash = nupp_walk_mix(w->hash, T ^ ((__u64)w->st.traceno << 48));
 	w->hash = nupp_walk_mix(w->hash, mcode + w->st.mcofs + ((__u64)w->st.flags << 56));

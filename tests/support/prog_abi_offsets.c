@@ -65,5 +65,6 @@ int main(void)
 	FIELD(nupp_lj_layout, pt_sizekgc);
 	FIELD(nupp_lj_layout, tab_array);
 	FIELD(nupp_lj_layout, tab_asize);
+	FIELD(nupp_lj_layout, T_spadjust);
 	return 0;
 }

@@ -126,6 +126,7 @@ START_TEST(layout_jit)
 	OFS(T_szmcode, GCtrace, szmcode);
 	OFS(T_mcode, GCtrace, mcode);
 	OFS(T_mcloop, GCtrace, mcloop);
+	OFS(T_spadjust, GCtrace, spadjust);
 	OFS(T_traceno, GCtrace, traceno);
 	OFS(T_link, GCtrace, link);
 	OFS(T_root, GCtrace, root);

@@ -486,13 +486,48 @@ START_TEST(walk_trace_start_frame_and_mcode_offset)
 	ck_assert_int_eq(w.st.frames[1].pos, 7);
 	ck_assert_uint_eq(nupp_walk_state(lo, 3), NUPP_SMP_COMPILED);
 
-	/* a C helper called from the trace: no mcode offset */
+	/* a C function called from the trace, no return address into the trace below
+	 * its C frame: no mcode offset */
 	{
 		struct nupp_walk_regs r = { .ip = 0x7000, .rbx = 0, .rdx = 0, .r14 = 0 };
 
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 	}
 	ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_TRACE);
+
+	/* ... called by `call rel32` at mcode+0x7b, the trace's rsp spadjust 0x30 below
+	 * the rsp it was entered with (CFRAME_SIZE_JIT - CFRAME_SIZE below the C frame):
+	 * the call site (inside the call) is the mcode offset */
+	put8(T + lo->T_spadjust, 0x30);
+	put8(T + lo->T_spadjust + 1, 0);
+	put64(THREAD_CF - 0x30 - (lo->cframe_size_jit - lo->cframe_size) - 8, mcode + 0x80);
+	put64(mcode + 0x78, 0xe8ull << 24);
+	{
+		struct nupp_walk_regs r = { .ip = 0x7000, .rbx = 0, .rdx = 0, .r14 = 0 };
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE | NUPP_SMP_F_MCALL);
+		ck_assert_uint_eq(w.st.mcofs, 0x7f);
+		ck_assert_uint_eq(w.st.depth, 3);
+		/* call r11 (41 FF D3) */
+		put64(mcode + 0x78, 0xd3ff41ull << 40);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE | NUPP_SMP_F_MCALL);
+		/* not after a call instruction (a stale word): refused */
+		put64(mcode + 0x78, 0x9090909090909090ull);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_TRACE);
+		/* a return address outside this trace's code: refused */
+		put64(mcode + 0x78, 0xe8ull << 24);
+		put64(THREAD_CF - 0x30 - (lo->cframe_size_jit - lo->cframe_size) - 8, mcode + 0x400);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_TRACE);
+		/* at the slot of another rsp (spadjust 0): not read as one */
+		put64(THREAD_CF - 0x30 - (lo->cframe_size_jit - lo->cframe_size) - 8, mcode + 0x80);
+		put8(T + lo->T_spadjust, 0);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_TRACE);
+	}
 }
 END_TEST
 

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# A trace that calls a C function (tests/data/sampler/ffi_leaf.lua: mid's trace inlines
+# leaf, which calls strlen through the FFI, where nearly all of the time goes): a sample
+# inside strlen keeps the trace's inlined frames, named from the snapshot of the call
+# site, as a sample on the call instruction itself would be. By construction, >= 90 % of
+# the samples under mid end in leaf (the rest: mid's own code and the interpreter around
+# it); with --lines, leaf's frame is at line 16 (the snapshot before the call: the
+# string load after the store) or 17 (the call), under mid at line 21.
+. "$(dirname "$0")/../support/lib.sh"
+need_root
+
+WL="$NUPP_TEST_DATA/sampler/ffi_leaf.lua"
+"$NUPP_BPF" record -q -F 997 -o "$TMP/names.json" -- "$NUPP_LUAJIT" "$WL" 2 >/dev/null
+"$NUPP_BPF" record -q --lines -F 997 -o "$TMP/lines.json" -- "$NUPP_LUAJIT" "$WL" 2 >/dev/null
+
+python3 - "$TMP/names.json" "$TMP/lines.json" <<'PY'
+import json, sys
+
+names = json.load(open(sys.argv[1]))
+under_mid = leaf = 0
+for s in names["samples"]:
+    f = s["stack"].split(";")
+    if "ffi_leaf.lua:mid" in f:
+        under_mid += s["count"]
+        assert f[-1] in ("ffi_leaf.lua:mid", "ffi_leaf.lua:leaf"), s["stack"]
+        if f[-1] == "ffi_leaf.lua:leaf":
+            assert f[-2] == "ffi_leaf.lua:mid", s["stack"]
+            leaf += s["count"]
+print(f"names: {under_mid} samples under mid, {leaf} in leaf")
+assert under_mid >= 500, f"only {under_mid} samples under mid"
+assert leaf * 10 >= under_mid * 9, f"leaf has {leaf} of mid's {under_mid} samples: inlined frames lost in strlen"
+
+lines = json.load(open(sys.argv[2]))
+n = 0
+for s in lines["samples"]:
+    f = s["stack"].split(";")
+    if len(f) == 5 and f[1] == "ffi_leaf.lua:34" and f[2] == "ffi_leaf.lua:28":
+        assert f[3] == "ffi_leaf.lua:21", s["stack"]
+        assert f[4] in ("ffi_leaf.lua:16", "ffi_leaf.lua:17"), s["stack"]
+        n += s["count"]
+print(f"lines: {n} samples in leaf under mid:21")
+assert n >= 450, f"only {n} samples on leaf's lines"
+PY
