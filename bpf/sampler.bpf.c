@@ -435,12 +435,31 @@ static __always_inline __u64 smp_trace_gen(struct nupp_smp_proc *p)
 	return p->layout_ok ? __sync_fetch_and_add(&p->pgen, 1) + 1 : 0;
 }
 
+/* The address of the zone_tv slot of VM g (include/nupp/zone_abi.h) in the process's
+ * luajit_bpf_vmlist, found from &luajit_bpf_layout and the distance between the two
+ * symbols in their ELF object (the probe's cookie, 0 when unknown): lua_open puts g in
+ * its vmlist slot before vm_open fires (scripts/luajit-usdt.patch), so a VM opened under
+ * the sampler has its zones read from its first sample. 0 when not found. */
+static __always_inline __u64 smp_zone_slot(__u64 layout, __s64 delta, __u64 g)
+{
+	__u64 vl = layout + (__u64)delta, gs[NUPP_LJ_VMLIST_MAX];
+	__u32 i;
+
+	if (!delta || bpf_probe_read_user(gs, sizeof(gs), (const void *)(vl + __builtin_offsetof(struct nupp_lj_vmlist, g))))
+		return 0;
+	for (i = 0; i < NUPP_LJ_VMLIST_MAX; i++)
+		if (gs[i] == g)
+			return vl + __builtin_offsetof(struct nupp_lj_vmlist, zone_tv) + i * sizeof(__u64);
+	return 0;
+}
+
 /* luajit:vm_open(g, L, &luajit_bpf_layout): a target's new VM is sampled from now on. */
 SEC("usdt")
 int BPF_USDT(nupp_smp_vm_open, __u64 g, __u64 L, __u64 layout)
 {
 	__u32 tgid = bpf_get_current_pid_tgid() >> 32, i, n;
 	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+	__u64 zslot;
 
 	if (!p)
 		return 0;
@@ -457,9 +476,10 @@ int BPF_USDT(nupp_smp_vm_open, __u64 g, __u64 L, __u64 layout)
 	}
 	/* Threads open VMs concurrently: reserve a slot atomically; slots are never reused
 	 * (like luajit_bpf_vmlist), a closed VM leaves 0. */
+	zslot = smp_zone_slot(layout, (__s64)bpf_usdt_cookie(ctx), g);
 	n = __sync_fetch_and_add(&p->nvm, 1);
 	if (n < NUPP_SMP_MAX_VMS) {
-		p->zone_addr[n & (NUPP_SMP_MAX_VMS - 1)] = 0;
+		p->zone_addr[n & (NUPP_SMP_MAX_VMS - 1)] = zslot;
 		/* This program fires, so luajit:proto_free and the trace lifetime probes of the
 		 * same binary are attached too (nupp_sampler_watch attaches them first). */
 		p->fc_ok[n & (NUPP_SMP_MAX_VMS - 1)] = 1;

@@ -358,9 +358,16 @@ static int smp_attach_probes(struct nupp_sampler *s, const char *binary, pid_t p
 		s->skel->progs.nupp_smp_trace_free, s->skel->progs.nupp_smp_trace_flush,
 		s->skel->progs.nupp_smp_vm_open,
 	};
+	LIBBPF_OPTS(bpf_usdt_opts, vm_open_opts);
 	struct smp_attach *a;
+	__u64 vl = 0, vl_size = 0, lo = 0;
 	int i, e;
 
+	/* vm_open finds a new VM's zone slot from &luajit_bpf_layout: the distance to
+	 * luajit_bpf_vmlist in this object is its cookie (0: no zone slots here). */
+	if (nupp_elf_sym(binary, NUPP_LJ_VMLIST_SYMBOL, &vl, &vl_size) == 0 && vl_size >= sizeof(struct nupp_lj_vmlist) &&
+	    nupp_elf_sym(binary, NUPP_LJ_LAYOUT_SYMBOL, &lo, NULL) == 0)
+		vm_open_opts.usdt_cookie = vl - lo;
 	for (i = 0; i < s->nattach; i++)
 		if (strcmp(s->attach[i].binary, binary) == 0 && (s->attach[i].pid == -1 || s->attach[i].pid == pid))
 			return 0;
@@ -371,7 +378,8 @@ static int smp_attach_probes(struct nupp_sampler *s, const char *binary, pid_t p
 	snprintf(a->binary, sizeof(a->binary), "%s", binary);
 	a->pid = pid;
 	for (i = 0; i < SMP_PROBES; i++) {
-		a->links[i] = bpf_program__attach_usdt(progs[i], pid, binary, "luajit", names[i], NULL);
+		a->links[i] = bpf_program__attach_usdt(progs[i], pid, binary, "luajit", names[i],
+						       progs[i] == s->skel->progs.nupp_smp_vm_open ? &vm_open_opts : NULL);
 		if (!a->links[i]) {
 			const char *name = names[i];
 
@@ -464,6 +472,9 @@ int nupp_sampler_set_zone_addr(struct nupp_sampler *s, pid_t pid, __u64 g, __u64
 		return nupp_fail(-ENOENT, "PID %d is not sampled", (int)pid);
 	for (i = 0; i < p.nvm && i < NUPP_SMP_MAX_VMS; i++)
 		if (p.g[i] == g) {
+			/* Set already (by vm_open): no write over what BPF updates meanwhile. */
+			if (p.zone_addr[i] == zone_addr)
+				return 0;
 			p.zone_addr[i] = zone_addr;
 			return bpf_map_update_elem(fd, &key, &p, BPF_EXIST) ? -errno : 0;
 		}

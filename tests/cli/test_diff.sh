@@ -76,6 +76,15 @@ diff_st 0 --sigmas 10 n20ka.json n20kb.json
 diff_st 1 --min-samples 2500 n20ka.json n20kb.json
 diff_st 0 --min-samples 3000 n20ka.json n20kb.json
 
+# --stacks: f's self share is 100 % on both sides, but its caller moved: by function no
+# regression, by stack the path through a grew and the one through b shrank.
+prof sb.json 'm.lua:main;m.lua:a;m.lua:f=500' 'm.lua:main;m.lua:b;m.lua:f=500'
+prof sn.json 'm.lua:main;m.lua:a;m.lua:f=800' 'm.lua:main;m.lua:b;m.lua:f=200'
+diff_st 0 sb.json sn.json
+diff_st 1 --stacks sb.json sn.json
+grep -qE '^ +\+30\.00 +50\.00 +80\.00 .* m\.lua:main;m\.lua:a;m\.lua:f  \[grew\]$' out || { cat out; fail "--stacks: no grew row"; }
+grep -qE '^ +-30\.00 +50\.00 +20\.00 .* m\.lua:main;m\.lua:b;m\.lua:f  \[shrank\]$' out || { cat out; fail "--stacks: no shrank row"; }
+
 # Several runs a side are merged: two runs of 200 samples each side.
 diff_st 0 --base n200a.json --base n200a.json --new n200b.json --new n200b.json
 assert_contains out "BASE: n200a.json, n200a.json: 2 runs, 400 samples"

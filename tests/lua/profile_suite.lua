@@ -111,6 +111,8 @@ for zp, byz in pairs(agg) do
   end
 end
 check(live > 0, "the live aggregate is empty after 0.4 s")
+check(agg[""] ~= nil, "Sample.zonePath is \"\" when no zone was open")
+for zp in pairs(agg) do eq(zp, "", "zone path of samples taken with no zone open") end
 -- pause and resume are idempotent; what a pause leaves out is missing
 s:pause() s:pause()
 eq(s.paused, true, "paused after pause")
@@ -142,11 +144,18 @@ raises(function() profile.sample(5) end, "options must be a table")
 -- intervalMs and stackDepth
 s = profile.sample({ intervalMs = 5, stackDepth = 2, backend = backend })
 eq(s.intervalMs, 5, "intervalMs option")
-work_a(0.3)
+local c0 = os.clock() -- after the start: loading BPF programs costs this process CPU time
+work_a(0.4)
+local cpu = os.clock() - c0
 r = s:stop()
 eq(r.intervalMs, 5, "report of intervalMs")
 rows = parse_text(r.text)
 check(#rows > 0, "samples at 5 ms")
+-- One sample per intervalMs of this process's CPU time (the ground truth: os.clock).
+local want_n = cpu / 0.005
+-- (jit.profile's itimer runs up to ~30 % fast here; 10 ms would give half.)
+check(r.samples >= 0.7 * want_n and r.samples <= 1.45 * want_n,
+  string.format("intervalMs 5: %d samples in %.3f s of CPU, expected about %d", r.samples, cpu, want_n))
 -- A stack deeper than stackDepth keeps its leaf-most frames under a [truncated] root.
 local cut = 0
 for _, row in ipairs(rows) do
@@ -179,6 +188,11 @@ rows = parse_text(r.text)
 local lines_a = 0
 for _, row in ipairs(rows) do if row[1]:find("work_a") and row[1]:find("spin") then lines_a = lines_a + 1 end end
 check(lines_a <= 2, "a stack sampled in two zones is one line (got " .. lines_a .. " work_a lines)")
+-- process-wide rather than per-coroutine: a coroutine's samples count too
+s = profile.sample({ backend = backend })
+coroutine.wrap(function() work_b(0.3) end)()
+r = s:stop()
+check(count_of(parse_text(r.text), "work_b") > 10, "samples taken in a coroutine")
 s = profile.sample({ backend = backend, zone = "nomatch" })
 work_a(0.2)
 r = s:stop()
@@ -210,11 +224,15 @@ f:close()
 s = profile.sample({ backend = backend })
 zone("frame") work_a(0.3) zone()
 r = s:stop(json)
-local py = io.popen("python3 - " .. json .. " " .. r.samples .. [[ <<'PY'
+local ffi = require("ffi")
+pcall(ffi.cdef, "int getpid(void);")
+local py = io.popen("python3 - " .. json .. " " .. r.samples .. " " .. ffi.C.getpid() .. [[ <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["version"] == 1
 m = d["meta"]
+# this process only: whatever drains the samples is never charged to the program
+assert m["pids"] == [int(sys.argv[3])], (m["pids"], sys.argv[3])
 assert m["samples"] == int(sys.argv[2]) == sum(s["count"] for s in d["samples"]), (m["samples"], sys.argv[2])
 assert m["backend"] in ("bpf", "vm")
 assert any(s["zonePath"] == "frame" for s in d["samples"])
@@ -245,6 +263,8 @@ zone("net") assert(loadstring(FNEW, "=abort_net"))() zone()
 check(t.totalAborts > 0, "totalAborts live")
 local key, site = next(t.sites)
 check(key and site.zonePath == "net" and site.location == "abort_net:1", "sites live: " .. tostring(key))
+-- An unrecordable bytecode is rendered with the opcode's name.
+eq(site.reason, "NYI: bytecode FNEW", "AbortSite.reason of an FNEW abort")
 t:pause() t:pause()
 assert(loadstring(FNEW, "=abort_paused"))()
 t:resume() t:resume()
@@ -266,6 +286,11 @@ end
 eq(total, tr.totalAborts, "sites sum to totalAborts")
 raises(function() t:stop() end, "TraceSession.stop", "stopped")
 raises(function() t:pause() end, "stopped")
+raises(function() t:resume() end, "TraceSession.resume", "stopped")
+local after
+for _, st in ipairs(tr.sites) do if st.location == "abort_after:1" then after = st end end
+check(after, "abort after resume counted")
+eq(after.zonePath, "", "AbortSite.zonePath is \"\" when no zone was open")
 -- tostring is RFC 4180 CSV with a header, read back by python's csv module
 local csvf = assert(io.open(TMP .. "/nupp-suite.csv", "rb"))
 eq(csvf:read("*a"), tostring(tr), "stop(file) writes the CSV")
@@ -277,10 +302,68 @@ check(out:find("['severity', 'count', 'reason', 'location', 'zonePath']", 1, tru
 check(out:find("\n" .. #tr.sites .. " " .. tr.totalAborts, 1, true), "CSV rows: " .. out)
 os.remove(TMP .. "/nupp-suite.csv")
 -- includeBenign counts trace formation too
+-- An inner loop of two iterations gets hot first and its trace leaves it ("leaving loop
+-- in root trace"): trace formation, which is benign, counted only with includeBenign.
+local NESTED = "local s = 0 for i = 1, 1000 do for j = 1, 2 do s = s + j end end return s"
+local function benign_rows(report)
+  local n = 0
+  for _, st in ipairs(report.sites) do
+    if st.location:find("^benign") then
+      eq(st.severity, "info", "severity of a trace-formation abort (" .. st.reason .. ")")
+      n = n + st.count
+    end
+  end
+  return n
+end
+jit.flush()
+t = profile.trace({ backend = backend })
+for i = 1, 3 do assert(loadstring(NESTED, "=benign" .. i))() end
+tr = t:stop()
+eq(benign_rows(tr), 0, "benign aborts counted without includeBenign")
+for _, st in ipairs(tr.sites) do check(st.severity ~= "info", "an info row without includeBenign") end
+jit.flush()
 t = profile.trace({ backend = backend, includeBenign = true })
 eq(t.includeBenign, true, "includeBenign option")
-for _ = 1, 3 do assert(loadstring("local s = 0 for i = 1, 100 do for j = 1, 100 do s = s + j end end return s", "=benign"))() end
+for i = 1, 3 do assert(loadstring(NESTED, "=benign" .. i))() end
 tr = t:stop()
+local nb = benign_rows(tr)
+check(nb > 0, "includeBenign: no trace-formation abort counted")
+local sum_all = 0
+for _, st in ipairs(tr.sites) do sum_all = sum_all + st.count end
+eq(tr.totalAborts, sum_all, "totalAborts includes the benign ones with includeBenign")
+-- blacklist: a loop that aborts until LuaJIT blacklists it; first in the order, and
+-- blacklisted counts those events.
+jit.flush()
+t = profile.trace({ backend = backend })
+assert(loadstring("local s = 0 for i = 1, 300000 do s = s + (function() return i end)() end return s", "=blist"))()
+tr = t:stop()
+local nbl = 0
+for _, st in ipairs(tr.sites) do
+  if st.severity == "blacklist" then
+    nbl = nbl + st.count
+    eq(st.location, "blist:1", "location of the blacklisting")
+    eq(st.reason, "NYI: bytecode FNEW", "reason of the blacklisting")
+  end
+end
+check(nbl >= 1, "a loop aborting 300000 times was never blacklisted")
+eq(tr.blacklisted, nbl, "TraceReport.blacklisted is the blacklist rows' count")
+eq(tr.sites[1].severity, "blacklist", "blacklist rows come first")
+-- vm: callback is the handler jit.attach was given; handing it back detaches it
+if expect == "vm" then
+  jit.flush()
+  t = profile.trace({ backend = backend })
+  jit.attach(t.callback)
+  assert(loadstring(FNEW, "=detached"))()
+  tr = t:stop()
+  eq(tr.totalAborts, 0, "aborts counted after jit.attach(session.callback) detached it")
+end
 raises(function() profile.trace({ includeBenign = 1, backend = backend }) end, "includeBenign must be a boolean")
+
+-- Dropping a handle without stop leaves its session running for the rest of the process
+-- (no __gc stop): collected or not, the next session of its kind still raises.
+do local _ = profile.sample({ backend = backend }) local _ = profile.trace({ backend = backend }) end
+collectgarbage() collectgarbage()
+raises(function() profile.sample({ backend = backend }) end, "nupp.profile.sample", "already running")
+raises(function() profile.trace({ backend = backend }) end, "nupp.profile.trace", "already running")
 
 print(string.format("PASS: nupp.profile suite, backend %s, %d checks", expect, checks))

@@ -6,8 +6,10 @@
 #   nosysadmin    our LuaJIT as nobody with CAP_BPF + CAP_PERFMON + CAP_SYS_PTRACE only: not
 #                 enough for uprobes on this kernel, so vm, and why.bpf names CAP_SYS_ADMIN
 #   debian        Debian's /usr/bin/luajit with the modules installed by `luarocks make`
+#   unpatched     Debian's /usr/bin/luajit, as root, with our build's modules (whose config
+#                 names libnupp): bpf refused because that LuaJIT has no probes, so vm
 . "$(dirname "$0")/../support/lib.sh"
-mode=${1:?usage: run_suite.sh bpf|vm|unprivileged|nosysadmin|debian}
+mode=${1:?usage: run_suite.sh bpf|vm|unprivileged|nosysadmin|debian|unpatched}
 here=$(cd "$(dirname "$0")" && pwd)
 cd "$here"
 chmod 1777 "$TMP"
@@ -36,5 +38,11 @@ case "$mode" in
     eval "$(luarocks path --tree "$TMP/rocks")"
     export LUA_PATH="$LUA_PATH;;" # and LuaJIT's own jit/*.lua where Debian keeps them
     EXPECT=vm /usr/bin/luajit profile_suite.lua auto ;;
+  unpatched)
+    need_root
+    [ -x /usr/bin/luajit ] || fail "/usr/bin/luajit is missing: run scripts/bootstrap"
+    LUA_PATH="$NUPP_LUAJIT_PREFIX/share/lua/5.1/?.lua;;" EXPECT=vm \
+      EXPECT_WHY="/usr/bin/luajit has no nupp-bpf probes and layout (an unpatched LuaJIT)|run the program with our build" \
+      /usr/bin/luajit profile_suite.lua auto ;;
   *) fail "unknown mode $mode" ;;
 esac

@@ -1,0 +1,40 @@
+-- nupp.zone's push and pop make no system call: the same program with 10^3 and 10^5
+-- push/pop pairs (interpreted, then compiled, three zones deep) makes exactly as many
+-- system calls, counted by strace. Skips (77) without strace.
+local exe = arg[-1]
+local n_lines = function(path)
+  local n, f = 0, assert(io.open(path))
+  for _ in f:lines() do n = n + 1 end
+  f:close()
+  return n
+end
+if os.execute("command -v strace >/dev/null 2>&1") ~= 0 then
+  print("SKIP: strace is missing") os.exit(77)
+end
+local tmp = os.tmpname()
+local script = tmp .. ".lua"
+local f = assert(io.open(script, "w"))
+f:write([[
+local zone = require("nupp.zone")
+local n = tonumber(arg[1])
+local function run(k) for _ = 1, k do zone("a") zone("b") zone("c") zone() zone() zone() end end
+run(10) -- every path made (the table grows once per new path), before the counted part
+jit.off() run(n) jit.on() run(n)
+assert(zone.path() == "")
+]])
+f:close()
+local counts = {}
+for _, n in ipairs({ 1000, 100000 }) do
+  local out = tmp .. "." .. n
+  local cmd = string.format("strace -f -qq -o %q %q %q %d", out, exe, script, n)
+  local ok = os.execute(cmd)
+  if ok ~= 0 and ok ~= true then error("FAIL: " .. cmd .. " failed") end
+  counts[#counts + 1] = n_lines(out)
+  os.remove(out)
+end
+os.remove(script) os.remove(tmp)
+print(string.format("system calls: %d with 2*10^3 pairs x3, %d with 2*10^5", counts[1], counts[2]))
+if counts[1] ~= counts[2] then
+  error(string.format("FAIL: %d more system calls for 2*99000*3 more push/pop pairs", counts[2] - counts[1]))
+end
+print("PASS: a zone push or pop makes no system call")
