@@ -1,17 +1,20 @@
 /* nupp-bpf record: samples a LuaJIT process (or a command it starts) and counts its
  * JIT trace aborts, then writes the profile when the duration ends, the target exits,
  * or on Ctrl-C / SIGTERM. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
 #include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -28,6 +31,9 @@
 #define RECORD_DRAIN_MS 200 /* name frames while the target is alive, at this period */
 
 #define RECORD_MAX_OUTPUTS 8
+
+#define RECORD_CLOSER_FDS 4096  /* descriptors the closer process releases, at most */
+#define RECORD_CLOSER_THREADS 32 /* closing side by side */
 
 struct record_opts {
 	int freq;
@@ -355,6 +361,92 @@ static void record_signals(void)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN); /* a closed pipe ends that output with a message, not the record */
+}
+
+/* The descriptors a closer releases, and the next one to take. */
+struct record_fds {
+	int fd[RECORD_CLOSER_FDS];
+	int n;
+	int next;
+};
+
+/* A closer thread: closes descriptors until none is left. */
+static void *record_close_some(void *arg)
+{
+	struct record_fds *f = arg;
+	int i;
+
+	while ((i = __atomic_fetch_add(&f->next, 1, __ATOMIC_SEQ_CST)) < f->n)
+		close(f->fd[i]);
+	return NULL;
+}
+
+/* The closer process: once this process (pidfd) has exited, closes every descriptor
+ * it inherited, side by side, and exits. The last close of a uprobe's perf event
+ * unregisters it, which waits for kernel grace periods: many at once share them. */
+static void __attribute__((noreturn)) record_closer(int pidfd, int argc, char **argv)
+{
+	struct pollfd p = { .fd = pidfd, .events = POLLIN };
+	static struct record_fds f;
+	pthread_t th[RECORD_CLOSER_THREADS];
+	int null = open("/dev/null", O_RDWR | O_CLOEXEC), nth = 0, i;
+	struct dirent *de;
+	DIR *d;
+
+	/* Not taken for record itself (pgrep -f, ps): its own name, the command line blanked
+	 * (/proc/PID/cmdline reads the argument strings in place). */
+	prctl(PR_SET_NAME, (unsigned long)"nupp-bpf-detach", 0, 0, 0);
+	for (i = 0; i < argc; i++)
+		memset(argv[i], 0, strlen(argv[i]));
+	/* Out of the terminal's signals, holding none of its pipes open. */
+	setsid();
+	signal(SIGINT, SIG_IGN);
+	signal(SIGTERM, SIG_IGN);
+	signal(SIGHUP, SIG_IGN);
+	signal(SIGPIPE, SIG_IGN);
+	for (i = 0; i < 3 && null >= 0; i++)
+		dup2(null, i);
+	/* Until the record process has dropped its references: then ours are the last. */
+	while (poll(&p, 1, -1) < 0 && errno == EINTR)
+		;
+	d = opendir("/proc/self/fd");
+	while (d && (de = readdir(d)) && f.n < RECORD_CLOSER_FDS) {
+		int fd = atoi(de->d_name);
+
+		if (de->d_name[0] != '.' && fd > 2 && fd != dirfd(d))
+			f.fd[f.n++] = fd;
+	}
+	if (d)
+		closedir(d);
+	while (nth < RECORD_CLOSER_THREADS && nth < f.n &&
+	       pthread_create(&th[nth], NULL, record_close_some, &f) == 0)
+		nth++;
+	record_close_some(&f);
+	for (i = 0; i < nth; i++)
+		pthread_join(th[i], NULL);
+	_exit(0);
+}
+
+/* Hands the session's kernel objects (BPF programs, maps, links, probes) to a detached
+ * closer process, which releases them right after this process exits: detaching a
+ * uprobe waits 0.1-0.3 s for the kernel, once per probe, and nothing the profile needs
+ * comes after. Without a closer (fork failed), the exit waits for the detach. */
+static void record_close_later(int argc, char **argv)
+{
+	static bool handed;
+	int pidfd;
+	pid_t c;
+
+	if (handed)
+		return;
+	pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
+	if (pidfd < 0)
+		return;
+	c = fork();
+	if (c == 0)
+		record_closer(pidfd, argc, argv);
+	handed = c > 0;
+	close(pidfd);
 }
 
 /* Monotonic seconds. */
@@ -714,6 +806,8 @@ static int record_run(int argc, char **argv)
 		fprintf(stderr, "nupp-bpf: warning: %s never ran our LuaJIT: nothing was profiled\n", o.cmd[0]);
 	ret = record_write(&o, prof, failed) ? 1 : 0;
 	record_written = 1;
+	/* Nothing the profile needs comes after: a second Ctrl-C from here on exits at once. */
+	record_close_later(argc, argv);
 	if (!o.quiet)
 		record_summary(&o, &prof->samples, &prof->aborts, prof->meta.duration_sec, failed);
 	if (o.top) {
@@ -749,6 +843,10 @@ static int record_run(int argc, char **argv)
 out:
 	if (pidfd >= 0)
 		close(pidfd);
+	/* The probes are detached by a closer process after we exit: this one then exits at
+	 * once (its own closes only drop references). */
+	if (ses)
+		record_close_later(argc, argv);
 	nupp_session_profile_free(prof);
 	nupp_session_close(ses);
 	free(cmdline);

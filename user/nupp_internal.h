@@ -15,6 +15,11 @@ void nupp_pr(enum nupp_log_level level, const char *fmt, ...) __attribute__((for
 /* Records the message for the failure being returned; returns err. */
 int nupp_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* -- Side by side (user/parallel.c) ------------------------------------------ */
+
+/* Calls fn(arg, i) for every i < n concurrently; returns when all have returned. */
+void nupp_parallel(void (*fn)(void *arg, size_t i), void *arg, size_t n);
+
 /* -- ELF (user/elf.c) -------------------------------------------------------- */
 
 /* Looks up a symbol (dynsym, then symtab) in an ELF file: 0 and value/size, or -errno. */

@@ -91,11 +91,43 @@ static char *ses_strdup(const char *s)
 
 /* -- Opening ------------------------------------------------------------------- */
 
+/* The channels of a session being opened side by side, and how each fared. */
+struct ses_opening {
+	struct nupp_session *s;
+	int err[2];
+	char msg[2][1024];
+};
+
+/* Opens channel i of a session (0: the sampler, 1: the trace channel) if asked for. */
+static void ses_open_one(void *arg, size_t i)
+{
+	struct ses_opening *op = arg;
+	struct nupp_session *s = op->s;
+	int e = 0;
+
+	if (i == 0 && s->o.samples) {
+		struct nupp_sampler_opts so = { .sz = sizeof(so), .freq_hz = s->o.freq_hz, .depth = s->o.depth,
+						.lines = s->o.lines, .max_stacks = s->o.max_stacks,
+						.full_filenames = s->o.full_filenames };
+
+		s->smp = nupp_sampler_open(&so, &e);
+	} else if (i == 1 && s->o.aborts) {
+		struct nupp_trace_opts to = { .sz = sizeof(to), .include_benign = s->o.include_benign,
+					      .max_sites = s->o.max_sites };
+
+		s->tr = nupp_trace_open(&to, &e);
+	}
+	op->err[i] = e;
+	/* The message is this thread's: handed to the opener's. */
+	if (e)
+		snprintf(op->msg[i], sizeof(op->msg[i]), "%s", nupp_errmsg());
+}
+
 /* Loads the channels' BPF programs. */
 struct nupp_session *nupp_session_open(const struct nupp_session_opts *opts, int *err)
 {
 	struct nupp_session *s;
-	int e = 0;
+	int e = 0, i;
 
 	if (!opts || opts->sz < offsetof(struct nupp_session_opts, target) + sizeof(opts->target)) {
 		*err = nupp_fail(-EINVAL, "nupp_session_open: opts->sz is %zu, expected at least %zu (rebuild "
@@ -139,24 +171,19 @@ struct nupp_session *nupp_session_open(const struct nupp_session_opts *opts, int
 		e = nupp_fail(-ENOMEM, "out of memory");
 		goto fail;
 	}
-	if (opts->samples) {
-		struct nupp_sampler_opts so = { .sz = sizeof(so), .freq_hz = s->o.freq_hz, .depth = s->o.depth,
-						.lines = s->o.lines, .max_stacks = s->o.max_stacks,
-						.full_filenames = s->o.full_filenames };
+	{
+		struct ses_opening op = { .s = s };
 
-		s->smp = nupp_sampler_open(&so, &e);
-		if (!s->smp)
-			goto fail;
+		/* Both channels at once: loading verifies their BPF programs, which takes time. */
+		nupp_parallel(ses_open_one, &op, 2);
+		for (i = 0; i < 2; i++)
+			if (op.err[i]) {
+				e = nupp_fail(op.err[i], "%s", op.msg[i]);
+				goto fail;
+			}
 	}
-	if (opts->aborts) {
-		struct nupp_trace_opts to = { .sz = sizeof(to), .include_benign = s->o.include_benign,
-					      .max_sites = s->o.max_sites };
-
-		s->tr = nupp_trace_open(&to, &e);
-		if (!s->tr)
-			goto fail;
+	if (s->tr)
 		nupp_trace_set_zones(s->tr, s->zones);
-	}
 	return s;
 fail:
 	nupp_session_close(s);
@@ -1094,6 +1121,22 @@ void nupp_session_profile_free(struct nupp_profile *p)
 	free(p);
 }
 
+/* Closes one channel of a session (i: 0 the sampler, 1 the trace channel, 2 the
+ * follower). */
+static void ses_close_one(void *arg, size_t i)
+{
+	struct nupp_session *s = arg;
+
+	if (i == 0) {
+		nupp_sampler_close(s->smp);
+	} else if (i == 1) {
+		nupp_trace_close(s->tr);
+	} else {
+		ring_buffer__free(s->frb);
+		follow_bpf__destroy(s->follow);
+	}
+}
+
 /* Detaches and frees. */
 void nupp_session_close(struct nupp_session *s)
 {
@@ -1103,10 +1146,9 @@ void nupp_session_close(struct nupp_session *s)
 		return;
 	if (s->sock >= 0)
 		close(s->sock); /* the helper sees the end of file and exits */
-	ring_buffer__free(s->frb);
-	follow_bpf__destroy(s->follow);
-	nupp_trace_close(s->tr);
-	nupp_sampler_close(s->smp);
+	/* The channels at once: each uprobe's detach waits for kernel grace periods, which
+	 * detaches made side by side share (they are separate BPF objects). */
+	nupp_parallel(ses_close_one, s, 3);
 	nupp_zones_free(s->zones);
 	nupp_sample_set_free(&s->acc);
 	nupp_abort_set_free(&s->ab);

@@ -56,14 +56,38 @@ wait_luajit "$target"
 check_json "$TMP/d.json" "$target"
 kill -0 "$target" || fail "record -p must not stop the target"
 
-# 2. SIGINT (Ctrl-C) and SIGTERM during -p: the file is written, status 0.
+# The ids of the BPF links and programs process $1 holds (its fdinfo).
+held_bpf() { grep -hE '^(link_id|prog_id):' /proc/"$1"/fdinfo/* 2>/dev/null | awk '{print $1, $2}' | sort -u; }
+
+# Waits until none of the BPF links and programs listed in file $1 exists any more: they
+# are released after record exits (by its closer process), never left attached.
+wait_released() {
+  local i left
+  for i in $(seq 200); do
+    left=$( { bpftool -j link show; echo; bpftool -j prog show; } | python3 -c '
+import json, sys
+want = set(l.strip() for l in open(sys.argv[1]) if l.strip())
+docs = [json.loads(d) for d in sys.stdin.read().split("\n") if d.strip()]
+alive = {"link_id: %d" % x["id"] for x in docs[0] or []} | {"prog_id: %d" % x["id"] for x in docs[1] or []}
+print(" ".join(sorted(want & alive)))' "$1")
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  fail "still attached 20 s after record exited: $left"
+}
+
+# 2. SIGINT (Ctrl-C) and SIGTERM during -p: the file is written, status 0, and every probe
+# record attached is gone after it exits.
 for sig in INT TERM; do
   "$NUPP_BPF" record -F 199 -o "$TMP/$sig.json" -p "$target" 2>"$TMP/$sig.err" & rec=$!
   wait_recording "$TMP/$sig.err"
+  held_bpf "$rec" >"$TMP/$sig.held"
+  grep -q '^link_id:' "$TMP/$sig.held" || fail "record holds no BPF link while recording"
   kill -"$sig" "$rec"
   st=0; wait "$rec" || st=$?
   assert_eq "$st" 0 "record exit status after SIG$sig"
   check_json "$TMP/$sig.json" "$target"
+  wait_released "$TMP/$sig.held"
 done
 kill "$target"; wait "$target" 2>/dev/null || true
 
@@ -107,8 +131,10 @@ python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["meta"]["s
 # 5. SIGTERM during -- COMMAND: written, the command is stopped.
 "$NUPP_BPF" record -F 199 -o "$TMP/cterm.json" -- "$NUPP_LUAJIT" "$TMP/busy.lua" 30 2>"$TMP/cterm.err" & rec=$!
 wait_recording "$TMP/cterm.err"
+held_bpf "$rec" >"$TMP/cterm.held"
 kill -TERM "$rec"
 wait "$rec" || true
+wait_released "$TMP/cterm.held"
 python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); assert d["meta"]["samples"] > 0' "$TMP/cterm.json"
 pgrep -f "$TMP/busy.lua 30" && fail "the command outlived record after SIGTERM"
 
