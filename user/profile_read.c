@@ -217,6 +217,10 @@ static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
 	if (v && (!json_is_number(v) || !(json_number_value(v) >= 0)))
 		return pread_bad(r, "meta.durationSec", "expected a number of seconds >= 0");
 	m->duration_sec = v ? json_number_value(v) : 0;
+	v = json_object_get(meta, "startTime");
+	if (v && (!json_is_number(v) || !(json_number_value(v) >= 0) || json_number_value(v) > 9e9))
+		return pread_bad(r, "meta.startTime", "expected a Unix time in seconds >= 0");
+	m->start_time = v ? json_number_value(v) : 0;
 	pids = json_object_get(meta, "pids");
 	if (pids && !json_is_array(pids))
 		return pread_bad(r, "meta.pids", "expected an array of process IDs");
@@ -250,7 +254,7 @@ static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
 	return 0;
 }
 
-/* Adds the counts of c under (c->pid, zone, stack), merged into an equal row, and frees
+/* Adds the counts of c under (c->pid, c->tid, zone, stack), merged into an equal row, and frees
  * zone and stack; 0 or -ENOMEM. */
 static int pread_add_row(struct pread *r, char *zone, char *stack, const struct nupp_sample_row *c)
 {
@@ -268,7 +272,7 @@ static int pread_sample(struct pread *r, json_t *o, size_t i)
 	struct nupp_sample_row c = { 0 };
 	__u64 *fields[] = { &c.compiled, &c.interpreted, &c.ccode, &c.collecting, &c.compiling };
 	char where[48], *zone = NULL, *stack = NULL;
-	__u64 sum = 0, pid = 0;
+	__u64 sum = 0, pid = 0, tid = 0;
 	size_t k;
 	int err;
 
@@ -291,6 +295,11 @@ static int pread_sample(struct pread *r, json_t *o, size_t i)
 	if (!err && pid > INT_MAX)
 		err = pread_bad(r, where, "pid out of range");
 	c.pid = (pid_t)pid;
+	/* A profile written before rows named their thread reads as thread 0 (not known). */
+	err = err ? err : pread_uint(r, o, where, "tid", false, &tid);
+	if (!err && tid > INT_MAX)
+		err = pread_bad(r, where, "tid out of range");
+	c.tid = (pid_t)tid;
 	err = err ? err : pread_str(r, o, where, "zonePath", false, &zone);
 	err = err ? err : pread_str(r, o, where, "stack", false, &stack);
 	if (!err && !stack[0])

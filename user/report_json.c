@@ -57,6 +57,8 @@ static json_t *json_meta(const struct nupp_profile_meta *m, const struct nupp_sa
 	err |= json_put(meta, "intervalMs", json_real(m->frequency_hz ? 1000.0 / m->frequency_hz : 0));
 	err |= json_put(meta, "depth", json_integer(m->depth));
 	err |= json_put(meta, "durationSec", json_real(m->duration_sec));
+	if (m->start_time > 0)
+		err |= json_put(meta, "startTime", json_real(m->start_time));
 	err |= json_put(meta, "samples", json_integer((json_int_t)s->samples));
 	err |= json_put(meta, "hostSamples", json_integer((json_int_t)s->host_samples));
 	err |= json_put(meta, "truncatedStacks", json_integer((json_int_t)s->cut_samples));
@@ -176,7 +178,8 @@ static void rjson_samples(struct rjson_buf *o, const struct nupp_sample_set *s)
 		const struct nupp_sample_row *r = &s->rows[i];
 		int n;
 
-		n = snprintf(num, sizeof(num), "%s\n  {\"pid\": %d, \"zonePath\": ", i ? "," : "", (int)r->pid);
+		n = snprintf(num, sizeof(num), "%s\n  {\"pid\": %d, \"tid\": %d, \"zonePath\": ", i ? "," : "",
+			     (int)r->pid, (int)r->tid);
 		rjson_put(num, (size_t)n, o);
 		rjson_name(o, r->zone_path);
 		rjson_put(", \"stack\": ", 11, o);

@@ -66,6 +66,7 @@ struct nupp_session {
 	struct nupp_abort_set ab;
 	__u64 lost_before[NUPP_LOST__MAX]; /* samples of followed processes taken before they were known */
 	double t0, next_drain, next_scan;
+	double t0_wall; /* t0 as Unix time */
 	bool started, stopped, paused;
 	/* background: the helper process and the socket to it */
 	pid_t helper;
@@ -80,6 +81,15 @@ static double ses_now(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Unix time in seconds. */
+static double ses_wall(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
@@ -695,6 +705,7 @@ static int ses_send_sets(struct nupp_session *s, int fd)
 		const struct nupp_sample_row *r = &s->acc.rows[i];
 
 		ses_put_u64(&b, (__u64)r->pid);
+		ses_put_u64(&b, (__u64)r->tid);
 		ses_put_u64(&b, r->count);
 		ses_put_u64(&b, r->compiled);
 		ses_put_u64(&b, r->interpreted);
@@ -785,10 +796,10 @@ static int ses_recv_sets(struct nupp_session *s, bool *zones_seen)
 		e = ses_get_u64(m, len, &off, &nrows);
 	for (i = 0; !e && i < nrows; i++) {
 		struct nupp_sample_row r = { 0 };
-		__u64 c[7];
+		__u64 c[8];
 		char *zone = NULL, *stack = NULL;
 
-		for (j = 0; !e && j < 7; j++)
+		for (j = 0; !e && j < 8; j++)
 			e = ses_get_u64(m, len, &off, &c[j]);
 		if (!e)
 			e = ses_get_str(m, len, &off, &zone);
@@ -798,12 +809,13 @@ static int ses_recv_sets(struct nupp_session *s, bool *zones_seen)
 			__u64 samples = s->acc.samples;
 
 			r.pid = (pid_t)c[0];
-			r.count = c[1];
-			r.compiled = c[2];
-			r.interpreted = c[3];
-			r.ccode = c[4];
-			r.collecting = c[5];
-			r.compiling = c[6];
+			r.tid = (pid_t)c[1];
+			r.count = c[2];
+			r.compiled = c[3];
+			r.interpreted = c[4];
+			r.ccode = c[5];
+			r.collecting = c[6];
+			r.compiling = c[7];
 			e = nupp_sample_set_add(&s->acc, zone, stack, &r);
 			s->acc.samples = samples; /* the total came first */
 		}
@@ -935,6 +947,7 @@ int nupp_session_start(struct nupp_session *s)
 	if (s->started)
 		return 0;
 	s->t0 = ses_now();
+	s->t0_wall = ses_wall();
 	s->next_drain = s->t0 + s->o.drain_ms / 1000.0;
 	s->started = true;
 	if (s->o.background)
@@ -1008,6 +1021,7 @@ static struct nupp_profile *ses_profile(struct nupp_session *s, bool filter, int
 	p->meta.npids = s->npids;
 	p->meta.frequency_hz = s->o.freq_hz;
 	p->meta.duration_sec = s->started ? ses_now() - s->t0 : 0;
+	p->meta.start_time = s->started ? s->t0_wall : 0;
 	p->meta.backend = "bpf";
 	p->meta.luajit = nupp_luajit_build();
 	p->meta.depth = s->o.depth;
