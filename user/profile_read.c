@@ -18,6 +18,7 @@ struct pread_store {
 	char **strs;
 	size_t n, cap;
 	pid_t *pids;
+	struct nupp_thread_name *threads;
 };
 
 /* One read in progress. */
@@ -40,6 +41,7 @@ void nupp_profile_free(struct nupp_profile *p)
 			free(st->strs[i]);
 		free(st->strs);
 		free(st->pids);
+		free(st->threads);
 		free(st);
 	}
 	nupp_sample_set_free(&p->samples);
@@ -182,6 +184,48 @@ static int pread_bool(struct pread *r, json_t *obj, const char *key, bool *out)
 
 /* -- The document --------------------------------------------------------------- */
 
+/* Reads "meta.threads": [{"pid", "tid", "name"}, ...] (optional). */
+static int pread_threads(struct pread *r, json_t *th)
+{
+	struct nupp_profile_meta *m = &r->p->meta;
+	char where[64];
+	json_t *v;
+	size_t i;
+
+	if (!th)
+		return 0;
+	if (!json_is_array(th) || json_array_size(th) > 1 << 20)
+		return pread_bad(r, "meta.threads", "expected an array of threads");
+	r->st->threads = calloc(json_array_size(th) ? json_array_size(th) : 1, sizeof(*r->st->threads));
+	if (!r->st->threads)
+		return -ENOMEM;
+	json_array_foreach(th, i, v) {
+		struct nupp_thread_name *t = &r->st->threads[i];
+		__u64 pid, tid;
+		char *name;
+		int err;
+
+		snprintf(where, sizeof(where), "meta.threads[%zu]", i);
+		if (!json_is_object(v))
+			return pread_bad(r, where, "expected an object");
+		err = pread_uint(r, v, where, "pid", true, &pid);
+		err = err ? err : pread_uint(r, v, where, "tid", true, &tid);
+		if (!err && (pid > INT_MAX || tid > INT_MAX))
+			err = pread_bad(r, where, "pid or tid out of range");
+		err = err ? err : pread_str(r, v, where, "name", false, &name);
+		if (err)
+			return err;
+		if (!pread_keep(r, name))
+			return -ENOMEM;
+		t->pid = (pid_t)pid;
+		t->tid = (pid_t)tid;
+		t->name = name;
+	}
+	m->threads = r->st->threads;
+	m->nthreads = (int)json_array_size(th);
+	return 0;
+}
+
 /* Reads "meta" (the sample and abort totals go to the sets). */
 static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
 {
@@ -242,6 +286,9 @@ static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
 		m->pids = r->st->pids;
 		m->npids = (int)json_array_size(pids);
 	}
+	err = pread_threads(r, json_object_get(meta, "threads"));
+	if (err)
+		return err;
 	lost = json_object_get(meta, "lost");
 	if (lost && !json_is_object(lost))
 		return pread_bad(r, "meta.lost", "expected an object of counts by reason");

@@ -73,6 +73,15 @@ static json_t *json_meta(const struct nupp_profile_meta *m, const struct nupp_sa
 	err |= json_put(meta, "luajit", rjson_str(m->luajit ? m->luajit : nupp_luajit_build()));
 	err |= json_put(meta, "lines", json_boolean(m->lines));
 	err |= json_put(meta, "fullFilenames", json_boolean(m->full_filenames));
+	if (m->nthreads > 0) {
+		json_t *th = json_array();
+
+		for (i = 0; th && i < m->nthreads; i++)
+			err |= json_array_append_new(th, json_pack("{s:i, s:i, s:o}", "pid", (int)m->threads[i].pid,
+								   "tid", (int)m->threads[i].tid, "name",
+								   rjson_str(m->threads[i].name)));
+		err |= json_put(meta, "threads", th);
+	}
 	if (err)
 		goto fail;
 	return meta;

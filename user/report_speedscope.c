@@ -51,19 +51,31 @@ static json_t *sscope_frames(const struct nupp_rframes *t)
 	return arr;
 }
 
-/* A profile's name: "PID 123 thread 456: command" (tid 0: not known; pid 0: the
- * processes of the meta). */
+/* A profile's name: "PID 123 thread 456 (name): command" (tid 0: not known; pid 0:
+ * the processes of the meta). */
 static json_t *sscope_name(const struct nupp_profile *p, pid_t pid, pid_t tid)
 {
 	const char *cmd = p->meta.target ? p->meta.target : p->meta.command ? p->meta.command : "";
-	char *d = nupp_rtext_display_dup(cmd);
+	char *d = nupp_rtext_display_dup(cmd), *tn = NULL;
 	json_t *v;
+	int i;
 
 	if (!d)
 		return NULL;
+	for (i = 0; tid && i < p->meta.nthreads; i++)
+		if (p->meta.threads[i].pid == pid && p->meta.threads[i].tid == tid && p->meta.threads[i].name[0]) {
+			tn = nupp_rtext_display_dup(p->meta.threads[i].name);
+			if (!tn) {
+				free(d);
+				return NULL;
+			}
+			break;
+		}
 	if (!pid && p->meta.npids == 1)
 		pid = p->meta.pids[0];
-	if (pid && tid)
+	if (pid && tid && tn)
+		v = json_sprintf("PID %d thread %d (%s)%s%s", (int)pid, (int)tid, tn, d[0] ? ": " : "", d);
+	else if (pid && tid)
 		v = json_sprintf("PID %d thread %d%s%s", (int)pid, (int)tid, d[0] ? ": " : "", d);
 	else if (pid)
 		v = json_sprintf("PID %d%s%s", (int)pid, d[0] ? ": " : "", d);
@@ -72,6 +84,7 @@ static json_t *sscope_name(const struct nupp_profile *p, pid_t pid, pid_t tid)
 	else
 		v = json_string(d[0] ? d : "nupp-bpf profile");
 	free(d);
+	free(tn);
 	return v;
 }
 

@@ -63,6 +63,8 @@ struct nupp_session {
 	char *unfollowed[SES_MAX_UNFOLLOWED];
 	int nunfollowed;
 	struct nupp_sample_set acc; /* rows drained so far, zone paths named */
+	struct nupp_thread_name *threads; /* the threads of the rows, named when first seen */
+	size_t nthreads, threads_cap;
 	struct nupp_abort_set ab;
 	__u64 lost_before[NUPP_LOST__MAX]; /* samples of followed processes taken before they were known */
 	double t0, next_drain, next_scan;
@@ -502,6 +504,64 @@ static void ses_follow_poll(struct nupp_session *s)
 
 /* -- Draining ------------------------------------------------------------------ */
 
+/* Adds thread tid of pid named name (a copy) to the session's threads; 0 or -ENOMEM. */
+static int ses_thread_add(struct nupp_session *s, pid_t pid, pid_t tid, const char *name)
+{
+	struct nupp_thread_name *t;
+	char *n;
+
+	if (s->nthreads == s->threads_cap) {
+		size_t cap = s->threads_cap ? s->threads_cap * 2 : 16;
+
+		t = realloc(s->threads, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		s->threads = t;
+		s->threads_cap = cap;
+	}
+	n = strdup(name);
+	if (!n)
+		return -ENOMEM;
+	s->threads[s->nthreads++] = (struct nupp_thread_name){ .pid = pid, .tid = tid, .name = n };
+	return 0;
+}
+
+/* Names the thread of a row the first time it is seen (its comm, read once; "" when
+ * it is already gone). 0 or -ENOMEM. */
+static int ses_thread_name(struct nupp_session *s, pid_t pid, pid_t tid)
+{
+	char path[64], name[64] = "";
+	size_t i, n;
+	FILE *f;
+
+	if (!tid)
+		return 0;
+	for (i = s->nthreads; i-- > 0;)
+		if (s->threads[i].tid == tid && s->threads[i].pid == pid)
+			return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	f = fopen(path, "re");
+	if (f) {
+		n = fread(name, 1, sizeof(name) - 1, f);
+		fclose(f);
+		name[n] = 0;
+		name[strcspn(name, "\n")] = 0;
+	}
+	return ses_thread_add(s, pid, tid, name);
+}
+
+/* Frees the session's thread names. */
+static void ses_threads_free(struct nupp_session *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->nthreads; i++)
+		free((char *)s->threads[i].name);
+	free(s->threads);
+	s->threads = NULL;
+	s->nthreads = s->threads_cap = 0;
+}
+
 /* Moves the drained rows into the session's aggregate, with their zone ids named. */
 static int ses_merge(struct nupp_session *s, struct nupp_sample_set *raw)
 {
@@ -536,6 +596,8 @@ static int ses_merge(struct nupp_session *s, struct nupp_sample_set *raw)
 				continue;
 		}
 		e = nupp_sample_set_add(&s->acc, zone, r->stack, r);
+		if (!e)
+			e = ses_thread_name(s, r->pid, r->tid);
 	}
 	for (j = 0; j < NUPP_LOST__MAX; j++)
 		s->acc.lost[j] += raw->lost[j];
@@ -728,6 +790,12 @@ static int ses_send_sets(struct nupp_session *s, int fd)
 		ses_put_str(&b, r->zone_path);
 	}
 	ses_put_u64(&b, nupp_zones_seen(s->zones, s->nt ? s->t[0].pid : 0));
+	ses_put_u64(&b, s->nthreads);
+	for (i = 0; i < s->nthreads; i++) {
+		ses_put_u64(&b, (__u64)s->threads[i].pid);
+		ses_put_u64(&b, (__u64)s->threads[i].tid);
+		ses_put_str(&b, s->threads[i].name);
+	}
 	if (b.err) {
 		free(b.p);
 		return b.err;
@@ -849,6 +917,23 @@ static int ses_recv_sets(struct nupp_session *s, bool *zones_seen)
 	}
 	if (!e && ses_get_u64(m, len, &off, &v) == 0)
 		*zones_seen = v != 0;
+	if (!e)
+		ses_threads_free(s);
+	if (!e)
+		e = ses_get_u64(m, len, &off, &nrows);
+	for (i = 0; !e && i < nrows; i++) {
+		__u64 pid, tid;
+		char *name = NULL;
+
+		e = ses_get_u64(m, len, &off, &pid);
+		if (!e)
+			e = ses_get_u64(m, len, &off, &tid);
+		if (!e)
+			e = ses_get_str(m, len, &off, &name);
+		if (!e)
+			e = ses_thread_add(s, (pid_t)pid, (pid_t)tid, name);
+		free(name);
+	}
 	free(m);
 	return e ? nupp_fail(e, "cannot read the session helper's answer: %s", strerror(-e)) : 0;
 }
@@ -1031,6 +1116,8 @@ static struct nupp_profile *ses_profile(struct nupp_session *s, bool filter, int
 	p->meta.root = s->root;
 	p->meta.lines = s->o.lines;
 	p->meta.full_filenames = s->o.full_filenames;
+	p->meta.threads = s->threads;
+	p->meta.nthreads = (int)s->nthreads;
 	return p;
 }
 
@@ -1124,6 +1211,7 @@ void nupp_session_close(struct nupp_session *s)
 	nupp_zones_free(s->zones);
 	nupp_sample_set_free(&s->acc);
 	nupp_abort_set_free(&s->ab);
+	ses_threads_free(s);
 	for (i = 0; i < s->nunfollowed; i++)
 		free(s->unfollowed[i]);
 	free(s->zone_filter);

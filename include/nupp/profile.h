@@ -101,6 +101,12 @@ void nupp_abort_set_free(struct nupp_abort_set *a);
 int nupp_sample_set_filter(const struct nupp_sample_set *in, const char *zone_prefix, const char *root,
 			   struct nupp_sample_set *out);
 
+/* A sampled thread and its name (its comm when it was first seen; "" if not known). */
+struct nupp_thread_name {
+	pid_t pid, tid;
+	const char *name;
+};
+
 /* What a profile file says about how it was made. */
 struct nupp_profile_meta {
 	const char *command;  /* the nupp-bpf command line */
@@ -119,6 +125,8 @@ struct nupp_profile_meta {
 	const char *tool;     /* "nupp-bpf X.Y.Z" that wrote it; NULL: this library's */
 	bool lines;           /* Lua frames are module:line (current line), not functions */
 	bool full_filenames;  /* Lua frames name the chunk's full path, not its basename */
+	const struct nupp_thread_name *threads; /* the names of the threads of the rows */
+	int nthreads;
 };
 
 /* A whole profile: how it was made, the sample rows and the abort rows. What `record`

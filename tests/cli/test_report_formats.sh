@@ -69,9 +69,11 @@ grep -q 'caf\\xE9.lua:k\\xFF' "$TMP/names.svg" || fail "the SVG does not show ca
 
 # Two processes (record --subprocesses), the second with two threads; a row of a profile
 # written before rows named their thread (no "tid") is thread 0: one speedscope profile
-# per process and thread. A known start time and duration: pprof's time and duration.
+# per process and thread, named by the thread's name where known. A known start time
+# and duration: pprof's time and duration.
 cat >"$TMP/two.json" <<'J'
-{"version":1,"meta":{"samples":9,"frequencyHz":99,"pids":[11,22],"durationSec":2.5,"startTime":1700000000.25},
+{"version":1,"meta":{"samples":9,"frequencyHz":99,"pids":[11,22],"durationSec":2.5,"startTime":1700000000.25,
+ "threads":[{"pid":22,"tid":23,"name":"worker"}]},
  "samples":[
  {"pid":11,"zonePath":"","stack":"m:main;m:a","count":5,"compiled":5},
  {"pid":22,"tid":23,"zonePath":"","stack":"m:main;m:b","count":3,"interpreted":3},
@@ -81,7 +83,7 @@ J
 node "$FORMAT/check_speedscope.mjs" "$TMP/two.json" "$TMP/two.speedscope.json" "$TMP" | tee "$TMP/ss.out"
 assert_contains "$TMP/ss.out" "3 profile(s)"
 assert_contains "$TMP/ss.out" "profile PID 11: 5 samples"
-assert_contains "$TMP/ss.out" "profile PID 22 thread 23: 3 samples"
+assert_contains "$TMP/ss.out" "profile PID 22 thread 23 (worker): 3 samples"
 assert_contains "$TMP/ss.out" "profile PID 22 thread 24: 1 samples"
 node "$FORMAT/check_pprof.mjs" "$TMP/two.json" "$TMP/two.pb.gz"
 go tool pprof -raw "$TMP/two.pb.gz" >"$TMP/raw" 2>"$TMP/raw.err" || { cat "$TMP/raw.err"; fail "go tool pprof -raw two"; }

@@ -3,7 +3,8 @@
 # on one VM (tests/support/prog_host_threads.c handoff: thread A runs work_a, B work_b,
 # each spins in C between turns) is recorded; rows carry their thread; the speedscope
 # file, imported by the real speedscope app, has one profile per thread whose samples
-# match that thread's own CLOCK_THREAD_CPUTIME_ID (within 5 %); collapsed output stays
+# match that thread's own CLOCK_THREAD_CPUTIME_ID (within 5 %) and is named by the
+# thread's name; collapsed output stays
 # merged over threads.
 . "$(dirname "$0")/../support/lib.sh"
 need_root
@@ -42,10 +43,11 @@ node "$FORMAT/check_speedscope.mjs" "$TMP/th.json" "$TMP/th.speedscope.json" "$T
   { cat "$TMP/ss.out"; fail "speedscope import"; }
 cat "$TMP/ss.out"
 # Each thread's profile, as speedscope imported it, against the thread's CPU time.
+# Profiles are named by the thread's name (pthread_setname_np: lua_a, lua_b).
 for t in "a $tid_a $lua_a $c_a" "b $tid_b $lua_b $c_b"; do
   set -- $t
-  n=$(sed -n "s/^profile PID $pid thread $2: .*: \([0-9]*\) samples\$/\1/p" "$TMP/ss.out")
-  [ -n "$n" ] || fail "no speedscope profile named PID $pid thread $2"
+  n=$(sed -n "s/^profile PID $pid thread $2 (lua_$1): .*: \([0-9]*\) samples\$/\1/p" "$TMP/ss.out")
+  [ -n "$n" ] || fail "no speedscope profile named PID $pid thread $2 (lua_$1)"
   python3 -c 'import sys; n, cpu, hz = int(sys.argv[1]), float(sys.argv[2]) + float(sys.argv[3]), int(sys.argv[4])
 want = cpu * hz
 print("thread %s: %d samples for %.3f s of CPU (%.0f): %+.1f %%" % (sys.argv[5], n, cpu, want, 100 * (n - want) / want))

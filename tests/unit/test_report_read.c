@@ -321,6 +321,8 @@ START_TEST(rows_are_per_thread_and_collapsed_merges_them)
 	p.samples = s;
 	p.meta.frequency_hz = 99;
 	p.meta.start_time = 1700000000.25;
+	p.meta.threads = (struct nupp_thread_name[]){ { 5, 6, "caf\xe9" } };
+	p.meta.nthreads = 1;
 	j = render(&p, NUPP_FMT_JSON, NULL, NULL);
 	ck_assert_ptr_nonnull(strstr(j, "\"startTime\": 1700000000.25,"));
 	ck_assert_ptr_nonnull(strstr(j, "{\"pid\": 5, \"tid\": 6, \"zonePath\": \"\", \"stack\": \"m:main;m:a\", \"count\": 4,"));
@@ -331,6 +333,9 @@ START_TEST(rows_are_per_thread_and_collapsed_merges_them)
 	ck_assert_int_eq(q.samples.rows[1].tid, 7);
 	ck_assert_uint_eq(q.samples.rows[1].count, 2);
 	ck_assert(q.meta.start_time == 1700000000.25);
+	ck_assert_int_eq(q.meta.nthreads, 1);
+	ck_assert_int_eq(q.meta.threads[0].tid, 6);
+	ck_assert_str_eq(q.meta.threads[0].name, "caf\xe9");
 	/* Collapsed stacks: one line per stack, over every thread. */
 	t = render(&q, NUPP_FMT_COLLAPSED, NULL, NULL);
 	ck_assert_str_eq(t, "m:main;m:a 6\nm:main 1\n");
