@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The sampler channel: CPU-clock perf_event samples of LuaJIT stacks and VM states,
- * aggregated in the kernel per (tgid, zone, stack); VM and trace lifetime from USDT. */
+ * aggregated in the kernel per (tgid, thread, zone, stack); VM and trace lifetime from USDT. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -183,9 +183,9 @@ static __always_inline __u64 smp_stack_top(__u32 tid, __u64 sp)
 
 /* Counts a sample of host code (a thread or a moment outside every VM) by its IP
  * (a global function: verified once, not at each call). */
-__noinline int smp_host(__u32 buf, __u32 tgid, __u64 ip)
+__noinline int smp_host(__u32 buf, __u32 tgid, __u32 tid, __u64 ip)
 {
-	struct nupp_smp_host_key k = { .tgid = tgid, .buf = buf & 1, .ip = ip };
+	struct nupp_smp_host_key k = { .tgid = tgid, .buf = buf & 1, .ip = ip, .tid = tid };
 	__u64 one = 1, *n = bpf_map_lookup_elem(&hosts, &k);
 
 	if (n) {
@@ -294,12 +294,12 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	r.sp = ur->sp;
 	/* No VM known yet (before vm_open, or a process that is not LuaJIT yet). */
 	if (!p->layout_ok)
-		return smp_host(buf, tgid, r.ip);
+		return smp_host(buf, tgid, tid, r.ip);
 	/* Frees happen on the VM's own thread, never during this sample of it. */
 	pgen = p->pgen;
 	vi = smp_pick_vm(p, &r, tid, &g);
 	if (vi >= NUPP_SMP_MAX_VMS)
-		return smp_host(buf, tgid, r.ip);
+		return smp_host(buf, tgid, tid, r.ip);
 	zaddr = p->zone_addr[vi & (NUPP_SMP_MAX_VMS - 1)];
 	fc_ok = p->fc_ok[vi & (NUPP_SMP_MAX_VMS - 1)];
 	/* A VM whose prototype lifetime probes are not attached (another LuaJIT binary in
@@ -338,7 +338,7 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 			break;
 	}
 	if (s->w.result == NUPP_WALK_NOT_RUNNING)
-		return smp_host(buf, tgid, r.ip); /* this thread does not run the VM now */
+		return smp_host(buf, tgid, tid, r.ip); /* this thread does not run the VM now */
 	if (s->w.result != NUPP_WALK_DONE) {
 		__u32 where = (((s->w.mode * 2 + (s->w.iter ? 1 : 0)) << 11) | (s->w.why & 2047)) & 16383;
 		__u64 *n = bpf_map_lookup_elem(&lost_where, &where);
@@ -351,6 +351,7 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 		return smp_lose(buf, NUPP_SMP_LOST_READ_FAULT);
 	key.tgid = tgid | (buf ? NUPP_SMP_TGID_BUF : 0);
 	key.zone = zone;
+	key.tid = tid;
 	/* Incarnations of a prototype at one address are counted apart. */
 	s->w.st.pgen = pgen;
 	key.stack = (nupp_walk_mix(s->w.hash, pgen) & ~NUPP_SMP_STACK_BUF) | (buf ? NUPP_SMP_STACK_BUF : 0);

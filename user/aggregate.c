@@ -48,10 +48,12 @@ static int agg_reserve(void **rows, size_t n, size_t *cap, size_t elem)
 	return 0;
 }
 
-/* Hash of a (pid, zone, stack) key (FNV-1a over the zone and stack, a separator between). */
-static size_t agg_hash(pid_t pid, const char *zone, const char *stack)
+/* Hash of a (pid, tid, zone, stack) key (FNV-1a over the zone and stack, a separator
+ * between). */
+static size_t agg_hash(pid_t pid, pid_t tid, const char *zone, const char *stack)
 {
-	__u64 h = 0xcbf29ce484222325ull ^ ((__u64)(__u32)pid * 0x9e3779b97f4a7c15ull);
+	__u64 h = 0xcbf29ce484222325ull ^ ((__u64)(__u32)pid * 0x9e3779b97f4a7c15ull) ^
+		  ((__u64)(__u32)tid * 0xc2b2ae3d27d4eb4full);
 	const unsigned char *p;
 
 	for (p = (const unsigned char *)zone; *p; p++)
@@ -62,15 +64,16 @@ static size_t agg_hash(pid_t pid, const char *zone, const char *stack)
 	return (size_t)(h ^ (h >> 29));
 }
 
-/* The index slot of (pid, zone, stack): the row's, or the empty slot where it belongs. */
-static size_t agg_slot(const struct nupp_sample_set *s, pid_t pid, const char *zone, const char *stack, size_t h)
+/* The index slot of (pid, tid, zone, stack): the row's, or the empty slot where it belongs. */
+static size_t agg_slot(const struct nupp_sample_set *s, pid_t pid, pid_t tid, const char *zone, const char *stack,
+		       size_t h)
 {
 	size_t m = s->nslots - 1, i;
 
 	for (i = h & m; s->index[i]; i = (i + 1) & m) {
 		const struct nupp_sample_row *r = &s->rows[s->index[i] - 1];
 
-		if (r->pid == pid && strcmp(r->stack, stack) == 0 && strcmp(r->zone_path, zone) == 0)
+		if (r->pid == pid && r->tid == tid && strcmp(r->stack, stack) == 0 && strcmp(r->zone_path, zone) == 0)
 			break;
 	}
 	return i;
@@ -99,7 +102,8 @@ static int agg_index(struct nupp_sample_set *s)
 	}
 	for (i = s->nindexed; i < s->n; i++) {
 		const struct nupp_sample_row *r = &s->rows[i];
-		size_t slot = agg_slot(s, r->pid, r->zone_path, r->stack, agg_hash(r->pid, r->zone_path, r->stack));
+		size_t slot = agg_slot(s, r->pid, r->tid, r->zone_path, r->stack,
+				       agg_hash(r->pid, r->tid, r->zone_path, r->stack));
 
 		if (!s->index[slot])
 			s->index[slot] = i + 1;
@@ -108,16 +112,16 @@ static int agg_index(struct nupp_sample_set *s)
 	return 0;
 }
 
-/* Adds counts to the row (zone, stack), creating it: one hash lookup. */
+/* Adds counts to the row (pid, tid, zone, stack), creating it: one hash lookup. */
 int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char *stack,
 			const struct nupp_sample_row *c)
 {
 	struct nupp_sample_row *r;
-	size_t h = agg_hash(c->pid, zone, stack), slot;
+	size_t h = agg_hash(c->pid, c->tid, zone, stack), slot;
 
 	if (agg_index(s))
 		return -ENOMEM;
-	slot = agg_slot(s, c->pid, zone, stack, h);
+	slot = agg_slot(s, c->pid, c->tid, zone, stack, h);
 	if (s->index[slot]) {
 		r = &s->rows[s->index[slot] - 1];
 	} else {
@@ -126,6 +130,7 @@ int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char 
 		r = &s->rows[s->n];
 		memset(r, 0, sizeof(*r));
 		r->pid = c->pid;
+		r->tid = c->tid;
 		r->zone_path = strdup(zone);
 		r->stack = strdup(stack);
 		if (!r->zone_path || !r->stack) {
@@ -157,6 +162,8 @@ static int agg_cmp_sample(const void *a, const void *b)
 		return x->count > y->count ? -1 : 1;
 	if (x->pid != y->pid)
 		return x->pid < y->pid ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
 	c = strcmp(x->zone_path, y->zone_path);
 	return c ? c : strcmp(x->stack, y->stack);
 }

@@ -18,6 +18,7 @@ struct pread_store {
 	char **strs;
 	size_t n, cap;
 	pid_t *pids;
+	struct nupp_thread_name *threads;
 };
 
 /* One read in progress. */
@@ -40,6 +41,7 @@ void nupp_profile_free(struct nupp_profile *p)
 			free(st->strs[i]);
 		free(st->strs);
 		free(st->pids);
+		free(st->threads);
 		free(st);
 	}
 	nupp_sample_set_free(&p->samples);
@@ -182,6 +184,48 @@ static int pread_bool(struct pread *r, json_t *obj, const char *key, bool *out)
 
 /* -- The document --------------------------------------------------------------- */
 
+/* Reads "meta.threads": [{"pid", "tid", "name"}, ...] (optional). */
+static int pread_threads(struct pread *r, json_t *th)
+{
+	struct nupp_profile_meta *m = &r->p->meta;
+	char where[64];
+	json_t *v;
+	size_t i;
+
+	if (!th)
+		return 0;
+	if (!json_is_array(th) || json_array_size(th) > 1 << 20)
+		return pread_bad(r, "meta.threads", "expected an array of threads");
+	r->st->threads = calloc(json_array_size(th) ? json_array_size(th) : 1, sizeof(*r->st->threads));
+	if (!r->st->threads)
+		return -ENOMEM;
+	json_array_foreach(th, i, v) {
+		struct nupp_thread_name *t = &r->st->threads[i];
+		__u64 pid, tid;
+		char *name;
+		int err;
+
+		snprintf(where, sizeof(where), "meta.threads[%zu]", i);
+		if (!json_is_object(v))
+			return pread_bad(r, where, "expected an object");
+		err = pread_uint(r, v, where, "pid", true, &pid);
+		err = err ? err : pread_uint(r, v, where, "tid", true, &tid);
+		if (!err && (pid > INT_MAX || tid > INT_MAX))
+			err = pread_bad(r, where, "pid or tid out of range");
+		err = err ? err : pread_str(r, v, where, "name", false, &name);
+		if (err)
+			return err;
+		if (!pread_keep(r, name))
+			return -ENOMEM;
+		t->pid = (pid_t)pid;
+		t->tid = (pid_t)tid;
+		t->name = name;
+	}
+	m->threads = r->st->threads;
+	m->nthreads = (int)json_array_size(th);
+	return 0;
+}
+
 /* Reads "meta" (the sample and abort totals go to the sets). */
 static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
 {
@@ -217,6 +261,10 @@ static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
 	if (v && (!json_is_number(v) || !(json_number_value(v) >= 0)))
 		return pread_bad(r, "meta.durationSec", "expected a number of seconds >= 0");
 	m->duration_sec = v ? json_number_value(v) : 0;
+	v = json_object_get(meta, "startTime");
+	if (v && (!json_is_number(v) || !(json_number_value(v) >= 0) || json_number_value(v) > 9e9))
+		return pread_bad(r, "meta.startTime", "expected a Unix time in seconds >= 0");
+	m->start_time = v ? json_number_value(v) : 0;
 	pids = json_object_get(meta, "pids");
 	if (pids && !json_is_array(pids))
 		return pread_bad(r, "meta.pids", "expected an array of process IDs");
@@ -238,6 +286,9 @@ static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
 		m->pids = r->st->pids;
 		m->npids = (int)json_array_size(pids);
 	}
+	err = pread_threads(r, json_object_get(meta, "threads"));
+	if (err)
+		return err;
 	lost = json_object_get(meta, "lost");
 	if (lost && !json_is_object(lost))
 		return pread_bad(r, "meta.lost", "expected an object of counts by reason");
@@ -250,7 +301,7 @@ static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
 	return 0;
 }
 
-/* Adds the counts of c under (c->pid, zone, stack), merged into an equal row, and frees
+/* Adds the counts of c under (c->pid, c->tid, zone, stack), merged into an equal row, and frees
  * zone and stack; 0 or -ENOMEM. */
 static int pread_add_row(struct pread *r, char *zone, char *stack, const struct nupp_sample_row *c)
 {
@@ -268,7 +319,7 @@ static int pread_sample(struct pread *r, json_t *o, size_t i)
 	struct nupp_sample_row c = { 0 };
 	__u64 *fields[] = { &c.compiled, &c.interpreted, &c.ccode, &c.collecting, &c.compiling };
 	char where[48], *zone = NULL, *stack = NULL;
-	__u64 sum = 0, pid = 0;
+	__u64 sum = 0, pid = 0, tid = 0;
 	size_t k;
 	int err;
 
@@ -291,6 +342,11 @@ static int pread_sample(struct pread *r, json_t *o, size_t i)
 	if (!err && pid > INT_MAX)
 		err = pread_bad(r, where, "pid out of range");
 	c.pid = (pid_t)pid;
+	/* A profile written before rows named their thread reads as thread 0 (not known). */
+	err = err ? err : pread_uint(r, o, where, "tid", false, &tid);
+	if (!err && tid > INT_MAX)
+		err = pread_bad(r, where, "tid out of range");
+	c.tid = (pid_t)tid;
 	err = err ? err : pread_str(r, o, where, "zonePath", false, &zone);
 	err = err ? err : pread_str(r, o, where, "stack", false, &stack);
 	if (!err && !stack[0])

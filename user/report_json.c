@@ -57,6 +57,8 @@ static json_t *json_meta(const struct nupp_profile_meta *m, const struct nupp_sa
 	err |= json_put(meta, "intervalMs", json_real(m->frequency_hz ? 1000.0 / m->frequency_hz : 0));
 	err |= json_put(meta, "depth", json_integer(m->depth));
 	err |= json_put(meta, "durationSec", json_real(m->duration_sec));
+	if (m->start_time > 0)
+		err |= json_put(meta, "startTime", json_real(m->start_time));
 	err |= json_put(meta, "samples", json_integer((json_int_t)s->samples));
 	err |= json_put(meta, "hostSamples", json_integer((json_int_t)s->host_samples));
 	err |= json_put(meta, "truncatedStacks", json_integer((json_int_t)s->cut_samples));
@@ -71,6 +73,15 @@ static json_t *json_meta(const struct nupp_profile_meta *m, const struct nupp_sa
 	err |= json_put(meta, "luajit", rjson_str(m->luajit ? m->luajit : nupp_luajit_build()));
 	err |= json_put(meta, "lines", json_boolean(m->lines));
 	err |= json_put(meta, "fullFilenames", json_boolean(m->full_filenames));
+	if (m->nthreads > 0) {
+		json_t *th = json_array();
+
+		for (i = 0; th && i < m->nthreads; i++)
+			err |= json_array_append_new(th, json_pack("{s:i, s:i, s:o}", "pid", (int)m->threads[i].pid,
+								   "tid", (int)m->threads[i].tid, "name",
+								   rjson_str(m->threads[i].name)));
+		err |= json_put(meta, "threads", th);
+	}
 	if (err)
 		goto fail;
 	return meta;
@@ -176,7 +187,8 @@ static void rjson_samples(struct rjson_buf *o, const struct nupp_sample_set *s)
 		const struct nupp_sample_row *r = &s->rows[i];
 		int n;
 
-		n = snprintf(num, sizeof(num), "%s\n  {\"pid\": %d, \"zonePath\": ", i ? "," : "", (int)r->pid);
+		n = snprintf(num, sizeof(num), "%s\n  {\"pid\": %d, \"tid\": %d, \"zonePath\": ", i ? "," : "",
+			     (int)r->pid, (int)r->tid);
 		rjson_put(num, (size_t)n, o);
 		rjson_name(o, r->zone_path);
 		rjson_put(", \"stack\": ", 11, o);

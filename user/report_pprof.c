@@ -273,6 +273,14 @@ int nupp_write_pprof(const struct nupp_profile *p, FILE *f)
 		pp.prof.string_table = pp.strings.names;
 		pp.prof.duration_nanos = p->meta.duration_sec * 1e9 < 9e18 ? (int64_t)(p->meta.duration_sec * 1e9)
 									     : INT64_MAX;
+		/* time_nanos: the start as Unix nanoseconds, split so that no double of
+		 * 1e18 rounds away the fraction */
+		if (p->meta.start_time > 0 && p->meta.start_time < 9e9) {
+			double whole = (double)(int64_t)p->meta.start_time;
+
+			pp.prof.time_nanos = (int64_t)whole * 1000000000LL +
+					     (int64_t)((p->meta.start_time - whole) * 1e9 + 0.5);
+		}
 		pp.prof.period_type = &period_type;
 		pp.prof.period = period ? period : 1;
 		pp.prof.n_comment = 2;

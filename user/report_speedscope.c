@@ -1,5 +1,5 @@
 /* speedscope's file format (https://www.speedscope.app/file-format-schema.json): one
- * "sampled" profile per process, their stacks as indices into shared frames. */
+ * "sampled" profile per process and thread, their stacks as indices into shared frames. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
@@ -51,30 +51,46 @@ static json_t *sscope_frames(const struct nupp_rframes *t)
 	return arr;
 }
 
-/* A profile's name: "PID 123: command" (pid 0: the processes of the meta). */
-static json_t *sscope_name(const struct nupp_profile *p, pid_t pid)
+/* A profile's name: "PID 123 thread 456 (name): command" (tid 0: not known; pid 0:
+ * the processes of the meta). */
+static json_t *sscope_name(const struct nupp_profile *p, pid_t pid, pid_t tid)
 {
 	const char *cmd = p->meta.target ? p->meta.target : p->meta.command ? p->meta.command : "";
-	char *d = nupp_rtext_display_dup(cmd);
+	char *d = nupp_rtext_display_dup(cmd), *tn = NULL;
 	json_t *v;
+	int i;
 
 	if (!d)
 		return NULL;
+	for (i = 0; tid && i < p->meta.nthreads; i++)
+		if (p->meta.threads[i].pid == pid && p->meta.threads[i].tid == tid && p->meta.threads[i].name[0]) {
+			tn = nupp_rtext_display_dup(p->meta.threads[i].name);
+			if (!tn) {
+				free(d);
+				return NULL;
+			}
+			break;
+		}
 	if (!pid && p->meta.npids == 1)
 		pid = p->meta.pids[0];
-	if (pid)
+	if (pid && tid && tn)
+		v = json_sprintf("PID %d thread %d (%s)%s%s", (int)pid, (int)tid, tn, d[0] ? ": " : "", d);
+	else if (pid && tid)
+		v = json_sprintf("PID %d thread %d%s%s", (int)pid, (int)tid, d[0] ? ": " : "", d);
+	else if (pid)
 		v = json_sprintf("PID %d%s%s", (int)pid, d[0] ? ": " : "", d);
 	else if (p->meta.npids > 1)
 		v = json_sprintf("%d processes%s%s", p->meta.npids, d[0] ? ": " : "", d);
 	else
 		v = json_string(d[0] ? d : "nupp-bpf profile");
 	free(d);
+	free(tn);
 	return v;
 }
 
-/* The "sampled" profile of the rows of process pid: stacks as frame indices, weights
- * in seconds (samples / rate), or in samples when the rate is unknown. */
-static json_t *sscope_profile(const struct nupp_profile *p, pid_t pid, struct nupp_rframes *frames)
+/* The "sampled" profile of the rows of thread tid of process pid: stacks as frame
+ * indices, weights in seconds (samples / rate), or in samples when the rate is unknown. */
+static json_t *sscope_profile(const struct nupp_profile *p, pid_t pid, pid_t tid, struct nupp_rframes *frames)
 {
 	const struct nupp_sample_set *s = &p->samples;
 	json_t *prof = json_object(), *samples = json_array(), *weights = json_array();
@@ -88,7 +104,7 @@ static json_t *sscope_profile(const struct nupp_profile *p, pid_t pid, struct nu
 		double w = hz > 0 ? (double)r->count / hz : (double)r->count;
 		json_t *st;
 
-		if (!r->count || r->pid != pid)
+		if (!r->count || r->pid != pid || r->tid != tid)
 			continue;
 		st = json_array();
 		err = !st;
@@ -110,7 +126,7 @@ static json_t *sscope_profile(const struct nupp_profile *p, pid_t pid, struct nu
 		total += w;
 	}
 	err = err || json_object_set_new(prof, "type", json_string("sampled"));
-	err = err || json_object_set_new(prof, "name", sscope_name(p, pid));
+	err = err || json_object_set_new(prof, "name", sscope_name(p, pid, tid));
 	err = err || json_object_set_new(prof, "unit", json_string(hz > 0 ? "seconds" : "none"));
 	err = err || json_object_set_new(prof, "startValue", json_integer(0));
 	err = err || json_object_set_new(prof, "endValue", json_real(total));
@@ -130,42 +146,52 @@ static json_t *sscope_profile(const struct nupp_profile *p, pid_t pid, struct nu
 	return NULL;
 }
 
-/* qsort order of pids. */
-static int sscope_cmp_pid(const void *a, const void *b)
-{
-	pid_t x = *(const pid_t *)a, y = *(const pid_t *)b;
+/* A (process, thread) of the rows. */
+struct sscope_thread {
+	pid_t pid, tid;
+};
 
-	return x < y ? -1 : x > y;
+/* qsort order of threads: by process, then thread. */
+static int sscope_cmp_thread(const void *a, const void *b)
+{
+	const struct sscope_thread *x = a, *y = b;
+
+	if (x->pid != y->pid)
+		return x->pid < y->pid ? -1 : 1;
+	return x->tid < y->tid ? -1 : x->tid > y->tid;
 }
 
-/* Writes the speedscope file: one profile per process, frames shared. */
+/* Writes the speedscope file: one profile per process and thread, frames shared. */
 int nupp_write_speedscope(const struct nupp_profile *p, FILE *f)
 {
 	const struct nupp_sample_set *s = &p->samples;
 	struct nupp_rframes frames = { 0 };
 	json_t *doc = json_object(), *profiles = json_array(), *shared = json_object();
-	pid_t *pids = malloc((s->n ? s->n : 1) * sizeof(*pids));
-	size_t i, npids = 0;
-	int err = !doc || !profiles || !shared || !pids;
+	struct sscope_thread *th = malloc((s->n ? s->n : 1) * sizeof(*th));
+	size_t i, nth = 0;
+	int err = !doc || !profiles || !shared || !th;
 
-	/* The distinct processes of the rows, in pid order (one profile if none has rows). */
+	/* The distinct threads of the rows, in (pid, tid) order (one profile if none has
+	 * rows). */
 	for (i = 0; !err && i < s->n; i++)
-		if (s->rows[i].count)
-			pids[npids++] = s->rows[i].pid;
+		if (s->rows[i].count) {
+			th[nth].pid = s->rows[i].pid;
+			th[nth++].tid = s->rows[i].tid;
+		}
 	if (!err)
-		qsort(pids, npids, sizeof(*pids), sscope_cmp_pid);
-	for (i = 0; !err && i < (npids ? npids : 1); i++) {
+		qsort(th, nth, sizeof(*th), sscope_cmp_thread);
+	for (i = 0; !err && i < (nth ? nth : 1); i++) {
 		json_t *prof;
 
-		if (npids && i && pids[i] == pids[i - 1])
+		if (nth && i && !sscope_cmp_thread(&th[i], &th[i - 1]))
 			continue;
-		prof = sscope_profile(p, npids ? pids[i] : 0, &frames);
+		prof = sscope_profile(p, nth ? th[i].pid : 0, nth ? th[i].tid : 0, &frames);
 		err = !prof || json_array_append_new(profiles, prof);
 	}
 	err = err || json_object_set_new(shared, "frames", sscope_frames(&frames));
 	err = err || json_object_set_new(doc, "$schema", json_string("https://www.speedscope.app/file-format-schema.json"));
 	err = err || json_object_set_new(doc, "exporter", json_sprintf("nupp-bpf@%s", nupp_version()));
-	err = err || json_object_set_new(doc, "name", sscope_name(p, 0));
+	err = err || json_object_set_new(doc, "name", sscope_name(p, 0, 0));
 	err = err || json_object_set_new(doc, "activeProfileIndex", json_integer(0));
 	/* json_object_set_new takes the value, set or not. */
 	if (!err) {
@@ -185,7 +211,7 @@ int nupp_write_speedscope(const struct nupp_profile *p, FILE *f)
 	json_decref(profiles);
 	json_decref(shared);
 	json_decref(doc);
-	free(pids);
+	free(th);
 	nupp_rframes_free(&frames);
 	return err;
 }

@@ -700,6 +700,7 @@ static int smp_add_row(struct smp_row *r, struct nupp_sample_set *out)
 	else
 		zone[0] = 0;
 	row.pid = (pid_t)r->key.tgid;
+	row.tid = (pid_t)r->key.tid;
 	row.count = smp_total(&r->c);
 	row.compiled = r->c.n[NUPP_SMP_COMPILED];
 	row.interpreted = r->c.n[NUPP_SMP_INTERPRETED];
@@ -937,6 +938,7 @@ static int smp_host_rows(struct nupp_sampler *s, const struct nupp_smp_host_key 
 			snprintf(name, sizeof(name), "[unknown]");
 		snprintf(stack, sizeof(stack), "[host];%s", name);
 		row.pid = (pid_t)keys[i].tgid;
+		row.tid = (pid_t)keys[i].tid;
 		row.count = row.ccode = vals[i];
 		e = nupp_sample_set_add(out, "", stack, &row);
 		if (e)

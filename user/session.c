@@ -63,9 +63,12 @@ struct nupp_session {
 	char *unfollowed[SES_MAX_UNFOLLOWED];
 	int nunfollowed;
 	struct nupp_sample_set acc; /* rows drained so far, zone paths named */
+	struct nupp_thread_name *threads; /* the threads of the rows, named when first seen */
+	size_t nthreads, threads_cap;
 	struct nupp_abort_set ab;
 	__u64 lost_before[NUPP_LOST__MAX]; /* samples of followed processes taken before they were known */
 	double t0, next_drain, next_scan;
+	double t0_wall; /* t0 as Unix time */
 	bool started, stopped, paused;
 	/* background: the helper process and the socket to it */
 	pid_t helper;
@@ -80,6 +83,15 @@ static double ses_now(void)
 	struct timespec ts;
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* Unix time in seconds. */
+static double ses_wall(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_REALTIME, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
 
@@ -519,6 +531,64 @@ static void ses_follow_poll(struct nupp_session *s)
 
 /* -- Draining ------------------------------------------------------------------ */
 
+/* Adds thread tid of pid named name (a copy) to the session's threads; 0 or -ENOMEM. */
+static int ses_thread_add(struct nupp_session *s, pid_t pid, pid_t tid, const char *name)
+{
+	struct nupp_thread_name *t;
+	char *n;
+
+	if (s->nthreads == s->threads_cap) {
+		size_t cap = s->threads_cap ? s->threads_cap * 2 : 16;
+
+		t = realloc(s->threads, cap * sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		s->threads = t;
+		s->threads_cap = cap;
+	}
+	n = strdup(name);
+	if (!n)
+		return -ENOMEM;
+	s->threads[s->nthreads++] = (struct nupp_thread_name){ .pid = pid, .tid = tid, .name = n };
+	return 0;
+}
+
+/* Names the thread of a row the first time it is seen (its comm, read once; "" when
+ * it is already gone). 0 or -ENOMEM. */
+static int ses_thread_name(struct nupp_session *s, pid_t pid, pid_t tid)
+{
+	char path[64], name[64] = "";
+	size_t i, n;
+	FILE *f;
+
+	if (!tid)
+		return 0;
+	for (i = s->nthreads; i-- > 0;)
+		if (s->threads[i].tid == tid && s->threads[i].pid == pid)
+			return 0;
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	f = fopen(path, "re");
+	if (f) {
+		n = fread(name, 1, sizeof(name) - 1, f);
+		fclose(f);
+		name[n] = 0;
+		name[strcspn(name, "\n")] = 0;
+	}
+	return ses_thread_add(s, pid, tid, name);
+}
+
+/* Frees the session's thread names. */
+static void ses_threads_free(struct nupp_session *s)
+{
+	size_t i;
+
+	for (i = 0; i < s->nthreads; i++)
+		free((char *)s->threads[i].name);
+	free(s->threads);
+	s->threads = NULL;
+	s->nthreads = s->threads_cap = 0;
+}
+
 /* Moves the drained rows into the session's aggregate, with their zone ids named. */
 static int ses_merge(struct nupp_session *s, struct nupp_sample_set *raw)
 {
@@ -553,6 +623,8 @@ static int ses_merge(struct nupp_session *s, struct nupp_sample_set *raw)
 				continue;
 		}
 		e = nupp_sample_set_add(&s->acc, zone, r->stack, r);
+		if (!e)
+			e = ses_thread_name(s, r->pid, r->tid);
 	}
 	for (j = 0; j < NUPP_LOST__MAX; j++)
 		s->acc.lost[j] += raw->lost[j];
@@ -722,6 +794,7 @@ static int ses_send_sets(struct nupp_session *s, int fd)
 		const struct nupp_sample_row *r = &s->acc.rows[i];
 
 		ses_put_u64(&b, (__u64)r->pid);
+		ses_put_u64(&b, (__u64)r->tid);
 		ses_put_u64(&b, r->count);
 		ses_put_u64(&b, r->compiled);
 		ses_put_u64(&b, r->interpreted);
@@ -744,6 +817,12 @@ static int ses_send_sets(struct nupp_session *s, int fd)
 		ses_put_str(&b, r->zone_path);
 	}
 	ses_put_u64(&b, nupp_zones_seen(s->zones, s->nt ? s->t[0].pid : 0));
+	ses_put_u64(&b, s->nthreads);
+	for (i = 0; i < s->nthreads; i++) {
+		ses_put_u64(&b, (__u64)s->threads[i].pid);
+		ses_put_u64(&b, (__u64)s->threads[i].tid);
+		ses_put_str(&b, s->threads[i].name);
+	}
 	if (b.err) {
 		free(b.p);
 		return b.err;
@@ -812,10 +891,10 @@ static int ses_recv_sets(struct nupp_session *s, bool *zones_seen)
 		e = ses_get_u64(m, len, &off, &nrows);
 	for (i = 0; !e && i < nrows; i++) {
 		struct nupp_sample_row r = { 0 };
-		__u64 c[7];
+		__u64 c[8];
 		char *zone = NULL, *stack = NULL;
 
-		for (j = 0; !e && j < 7; j++)
+		for (j = 0; !e && j < 8; j++)
 			e = ses_get_u64(m, len, &off, &c[j]);
 		if (!e)
 			e = ses_get_str(m, len, &off, &zone);
@@ -825,12 +904,13 @@ static int ses_recv_sets(struct nupp_session *s, bool *zones_seen)
 			__u64 samples = s->acc.samples;
 
 			r.pid = (pid_t)c[0];
-			r.count = c[1];
-			r.compiled = c[2];
-			r.interpreted = c[3];
-			r.ccode = c[4];
-			r.collecting = c[5];
-			r.compiling = c[6];
+			r.tid = (pid_t)c[1];
+			r.count = c[2];
+			r.compiled = c[3];
+			r.interpreted = c[4];
+			r.ccode = c[5];
+			r.collecting = c[6];
+			r.compiling = c[7];
 			e = nupp_sample_set_add(&s->acc, zone, stack, &r);
 			s->acc.samples = samples; /* the total came first */
 		}
@@ -864,6 +944,23 @@ static int ses_recv_sets(struct nupp_session *s, bool *zones_seen)
 	}
 	if (!e && ses_get_u64(m, len, &off, &v) == 0)
 		*zones_seen = v != 0;
+	if (!e)
+		ses_threads_free(s);
+	if (!e)
+		e = ses_get_u64(m, len, &off, &nrows);
+	for (i = 0; !e && i < nrows; i++) {
+		__u64 pid, tid;
+		char *name = NULL;
+
+		e = ses_get_u64(m, len, &off, &pid);
+		if (!e)
+			e = ses_get_u64(m, len, &off, &tid);
+		if (!e)
+			e = ses_get_str(m, len, &off, &name);
+		if (!e)
+			e = ses_thread_add(s, (pid_t)pid, (pid_t)tid, name);
+		free(name);
+	}
 	free(m);
 	return e ? nupp_fail(e, "cannot read the session helper's answer: %s", strerror(-e)) : 0;
 }
@@ -962,6 +1059,7 @@ int nupp_session_start(struct nupp_session *s)
 	if (s->started)
 		return 0;
 	s->t0 = ses_now();
+	s->t0_wall = ses_wall();
 	s->next_drain = s->t0 + s->o.drain_ms / 1000.0;
 	s->started = true;
 	if (s->o.background)
@@ -1035,6 +1133,7 @@ static struct nupp_profile *ses_profile(struct nupp_session *s, bool filter, int
 	p->meta.npids = s->npids;
 	p->meta.frequency_hz = s->o.freq_hz;
 	p->meta.duration_sec = s->started ? ses_now() - s->t0 : 0;
+	p->meta.start_time = s->started ? s->t0_wall : 0;
 	p->meta.backend = "bpf";
 	p->meta.luajit = nupp_luajit_build();
 	p->meta.depth = s->o.depth;
@@ -1044,6 +1143,8 @@ static struct nupp_profile *ses_profile(struct nupp_session *s, bool filter, int
 	p->meta.root = s->root;
 	p->meta.lines = s->o.lines;
 	p->meta.full_filenames = s->o.full_filenames;
+	p->meta.threads = s->threads;
+	p->meta.nthreads = (int)s->nthreads;
 	return p;
 }
 
@@ -1152,6 +1253,7 @@ void nupp_session_close(struct nupp_session *s)
 	nupp_zones_free(s->zones);
 	nupp_sample_set_free(&s->acc);
 	nupp_abort_set_free(&s->ab);
+	ses_threads_free(s);
 	for (i = 0; i < s->nunfollowed; i++)
 		free(s->unfollowed[i]);
 	free(s->zone_filter);

@@ -29,6 +29,7 @@ const char *nupp_lost_name(enum nupp_lost r);
 /* One distinct (zone path, stack) and what landed on it; the seed's profile.Sample. */
 struct nupp_sample_row {
 	pid_t pid;       /* the process sampled (0: not known) */
+	pid_t tid;       /* the thread sampled (0: not known) */
 	char *zone_path; /* "" when no zone was open */
 	char *stack;     /* frames outermost first, ";" between them */
 	__u64 count;     /* = compiled + interpreted + ccode + collecting + compiling, or more
@@ -76,7 +77,8 @@ struct nupp_abort_set {
 	__u64 blacklisted;  /* blacklist events among them */
 };
 
-/* Adds count (and the state split) to the row (counts->pid, zone, stack), creating it.
+/* Adds count (and the state split) to the row (counts->pid, counts->tid, zone, stack),
+ * creating it.
  * 0 or -ENOMEM. */
 int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char *stack,
 			const struct nupp_sample_row *counts);
@@ -99,6 +101,12 @@ void nupp_abort_set_free(struct nupp_abort_set *a);
 int nupp_sample_set_filter(const struct nupp_sample_set *in, const char *zone_prefix, const char *root,
 			   struct nupp_sample_set *out);
 
+/* A sampled thread and its name (its comm when it was first seen; "" if not known). */
+struct nupp_thread_name {
+	pid_t pid, tid;
+	const char *name;
+};
+
 /* What a profile file says about how it was made. */
 struct nupp_profile_meta {
 	const char *command;  /* the nupp-bpf command line */
@@ -107,6 +115,7 @@ struct nupp_profile_meta {
 	int npids;
 	int frequency_hz;
 	double duration_sec;
+	double start_time;    /* when recording began: Unix time in seconds (0: not known) */
 	const char *backend;  /* "bpf" */
 	const char *luajit;   /* the LuaJIT build (nupp_luajit_build()) */
 	int depth;
@@ -116,6 +125,8 @@ struct nupp_profile_meta {
 	const char *tool;     /* "nupp-bpf X.Y.Z" that wrote it; NULL: this library's */
 	bool lines;           /* Lua frames are module:line (current line), not functions */
 	bool full_filenames;  /* Lua frames name the chunk's full path, not its basename */
+	const struct nupp_thread_name *threads; /* the names of the threads of the rows */
+	int nthreads;
 };
 
 /* A whole profile: how it was made, the sample rows and the abort rows. What `record`

@@ -96,6 +96,8 @@ struct nupp_smp_host_key {
 	__u32 tgid;
 	__u32 buf; /* buffer, 0 or 1 */
 	__u64 ip;  /* user instruction pointer */
+	__u32 tid; /* the thread sampled */
+	__u32 pad; /* 0 */
 };
 
 /* The five states of a sample (seed: profile.Sample). */
@@ -113,6 +115,8 @@ struct nupp_smp_count_key {
 	__u32 tgid;
 	__u32 zone;  /* zone path id, 0 = "" */
 	__u64 stack; /* hash of the stack = key of the stacks map */
+	__u32 tid;   /* the thread sampled */
+	__u32 pad;   /* 0 */
 };
 
 /* Value of the counts map. */

@@ -21,7 +21,7 @@
 #    helper alone); regs (+ bpf_task_pt_regs(bpf_get_current_task_btf()), 5 registers
 #    loaded); read16 (+ a 16-byte bpf_probe_read_user at the user sp); read512 (+ a
 #    PERCPU_ARRAY scratch lookup and a 512-byte user read into it: a stack window);
-#    count (+ a HASH lookup of a 16-byte key that hits and an atomic add: the counts map).
+#    count (+ a HASH lookup of a 24-byte key that hits and an atomic add: the counts map).
 #    "count" is a whole sample that walks no frame.
 #  * rd8xN: the user registers and N 8-byte user reads up the stack in a loop;
 #    lkN (N = 1, 8, 32): N lookups of distinct entries of a 4096 x 64-byte PERCPU_ARRAY
@@ -102,7 +102,7 @@ END {
   what["empty"] = "1 return 0"; what["pid"] = "  bpf_get_current_pid_tgid"
   what["filter"] = "2 pid_tgid + HASH lookup (tgid)"; what["regs"] = "3 (2) + task_pt_regs, 5 regs"
   what["read16"] = "4 (3) + 16-byte user read"; what["read512"] = "5 (4) + 512-byte read to scratch"
-  what["count"] = "6 (5) + 16-byte-key HASH + atomic"
+  what["count"] = "6 (5) + 24-byte-key HASH + atomic"
   what["rd8x1"] = "7 regs + 1 x 8-byte read"; what["rd8x8"] = "7 regs + 8 x 8-byte read"
   what["rd8x32"] = "7 regs + 32 x 8-byte read"; what["lk1"] = "8 1 x PERCPU_ARRAY lookup"
   what["lk8"] = "8 8 x PERCPU_ARRAY lookup"
@@ -121,7 +121,7 @@ END {
   printf "%-45s %s\n", "task_btf + task_pt_regs + loads (regs - filter)", diff("regs", "filter", 1)
   printf "%-45s %s\n", "16-byte user read (read16 - regs)", diff("read16", "regs", 1)
   printf "%-45s %s\n", "scratch + 512-byte read (read512 - read16)", diff("read512", "read16", 1)
-  printf "%-45s %s\n", "HASH 16-byte key + atomic (count - read512)", diff("count", "read512", 1)
+  printf "%-45s %s\n", "HASH 24-byte key + atomic (count - read512)", diff("count", "read512", 1)
   printf "%-45s %s\n", "8-byte user read ((rd8x32 - rd8x1) / 31)", diff("rd8x32", "rd8x1", 31); rd = MED
   printf "%-45s %s\n", "8-byte user read ((rd8x8 - rd8x1) / 7)", diff("rd8x8", "rd8x1", 7)
   printf "%-45s %s\n", "PERCPU_ARRAY lookup ((lk32 - lk8) / 24)", diff("lk32", "lk8", 24); lk = MED

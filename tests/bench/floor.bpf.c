@@ -30,11 +30,13 @@ struct {
 	__type(value, __u64);
 } targets SEC(".maps");
 
-/* Key of the counts map: 16 bytes, as the sampler's nupp_smp_count_key. */
+/* Key of the counts map: 24 bytes, as the sampler's nupp_smp_count_key. */
 struct floor_count_key {
 	__u32 tgid;
 	__u32 zone;
 	__u64 stack;
+	__u32 tid;
+	__u32 pad;
 };
 
 /* The counts map: floor.c stores the one key the programs count, so every lookup hits
@@ -127,7 +129,7 @@ static __always_inline void floor_read512(const struct floor_regs *r, __u32 v)
 		sink += win->b[0];
 }
 
-/* Step 6: the count: one lookup of a 16-byte key and an atomic add on its value. */
+/* Step 6: the count: one lookup of a 24-byte key and an atomic add on its value. */
 static __always_inline void floor_count(__u32 tgid)
 {
 	struct floor_count_key key = { .tgid = tgid, .zone = 0, .stack = 1 };

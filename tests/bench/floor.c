@@ -131,7 +131,7 @@ static int floor_measure(struct floor_bpf *skel, const int *rows, int n, int rou
 int main(int argc, char **argv)
 {
 	struct floor_bpf *skel = NULL;
-	struct { __u32 tgid, zone; __u64 stack; } key = { 0, 0, 1 }; /* floor_count_key */
+	struct { __u32 tgid, zone; __u64 stack; __u32 tid, pad; } key = { 0, 0, 1, 0, 0 }; /* floor_count_key */
 	__u64 one = 1, zero = 0;
 	int hz = 1000, rounds = 5, ms = 1000, together = 0, rows[FLOOR_NPROG], gate[2], stats_fd, r, i, err = 0, wst;
 	const char *self = argv[0];

@@ -46,8 +46,14 @@ check_all() {
 }
 
 # A workload with a known compiled part (comp) and interpreted part (interp, jit.off).
+before=$(date +%s.%N)
 "$NUPP_BPF" record -q -F 499 -o "$TMP/states.json" -- "$NUPP_LUAJIT" "$DATA/states.lua" 1.5 2>"$TMP/rec.err" ||
   { cat "$TMP/rec.err"; fail "record states.lua"; }
+after=$(date +%s.%N)
+# meta.startTime: when recording began, as Unix time.
+python3 -c 'import json,sys; t = json.load(open(sys.argv[1]))["meta"]["startTime"]
+sys.exit(0 if float(sys.argv[2]) <= t <= float(sys.argv[3]) else "startTime %s not in [%s, %s]" % (t, sys.argv[2], sys.argv[3]))' \
+  "$TMP/states.json" "$before" "$after"
 check_all "$TMP/states.json" states.lua:comp=compiled states.lua:interp=interpreted
 
 # Names that are not UTF-8 (a chunk "@caf\xE9.lua", a key "k\xFF"): JSON stays valid,
@@ -61,17 +67,28 @@ check_all "$TMP/names.json"
 cmp "$TMP/names.rec.folded" "$TMP/names.folded" || fail "collapsed from JSON differs from collapsed at record time"
 grep -q 'caf\\xE9.lua:k\\xFF' "$TMP/names.svg" || fail "the SVG does not show caf\\xE9.lua:k\\xFF"
 
-# Two processes (record --subprocesses): one speedscope profile per process.
+# Two processes (record --subprocesses), the second with two threads; a row of a profile
+# written before rows named their thread (no "tid") is thread 0: one speedscope profile
+# per process and thread, named by the thread's name where known. A known start time
+# and duration: pprof's time and duration.
 cat >"$TMP/two.json" <<'J'
-{"version":1,"meta":{"samples":9,"frequencyHz":99,"pids":[11,22]},"samples":[
+{"version":1,"meta":{"samples":9,"frequencyHz":99,"pids":[11,22],"durationSec":2.5,"startTime":1700000000.25,
+ "threads":[{"pid":22,"tid":23,"name":"worker"}]},
+ "samples":[
  {"pid":11,"zonePath":"","stack":"m:main;m:a","count":5,"compiled":5},
- {"pid":22,"zonePath":"","stack":"m:main;m:b","count":3,"interpreted":3},
- {"pid":22,"zonePath":"z","stack":"m:main","count":1,"cCode":1}]}
+ {"pid":22,"tid":23,"zonePath":"","stack":"m:main;m:b","count":3,"interpreted":3},
+ {"pid":22,"tid":24,"zonePath":"z","stack":"m:main","count":1,"cCode":1}]}
 J
 "$NUPP_BPF" report "$TMP/two.json" -o "$TMP/two.speedscope.json" -o "$TMP/two.pb.gz"
 node "$FORMAT/check_speedscope.mjs" "$TMP/two.json" "$TMP/two.speedscope.json" "$TMP" | tee "$TMP/ss.out"
-assert_contains "$TMP/ss.out" "2 profile(s)"
+assert_contains "$TMP/ss.out" "3 profile(s)"
+assert_contains "$TMP/ss.out" "profile PID 11: 5 samples"
+assert_contains "$TMP/ss.out" "profile PID 22 thread 23 (worker): 3 samples"
+assert_contains "$TMP/ss.out" "profile PID 22 thread 24: 1 samples"
 node "$FORMAT/check_pprof.mjs" "$TMP/two.json" "$TMP/two.pb.gz"
+go tool pprof -raw "$TMP/two.pb.gz" >"$TMP/raw" 2>"$TMP/raw.err" || { cat "$TMP/raw.err"; fail "go tool pprof -raw two"; }
+assert_contains "$TMP/raw" "Time: 2023-11-14 22:13:20.25 +0000 UTC"
+assert_contains "$TMP/raw" "Duration: 2.5s"
 
 # An input that is not a profile: exit 2, the file and the position named.
 head -c 200 "$TMP/states.json" >"$TMP/cut.json"

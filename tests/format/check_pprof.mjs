@@ -1,6 +1,7 @@
 // Reads a .pb.gz written by nupp-bpf with pprof-format (an independent JavaScript
 // decoder of profile.proto) and checks it against the nupp profile: sample types,
-// totals per value, per VM-state label and per function, files and lines.
+// totals per value, per VM-state label and per function, files and lines, start time
+// and duration.
 // Usage: node check_pprof.mjs PROFILE.json OUT.pb.gz
 import fs from 'node:fs';
 import path from 'node:path';
@@ -49,5 +50,11 @@ for (const f of p.function) {
   if (c) check(str(f.filename) === c[1], `${nm}: file ${str(f.filename)}, want ${c[1]}`);
   if (m) check(Number(f.startLine) === Number(m[2]), `${nm}: start line ${f.startLine}`);
 }
+// When: time_nanos is meta.startTime in Unix nanoseconds, duration_nanos is durationSec.
+const st = t.doc.meta.startTime, whole = Math.floor(st || 0);
+const wantTime = st ? BigInt(whole) * 1000000000n + BigInt(Math.round((st - whole) * 1e9)) : 0n;
+check(BigInt(p.timeNanos || 0) === wantTime, `time_nanos ${p.timeNanos}, want ${wantTime} (startTime ${st})`);
+const wantDur = BigInt(Math.trunc((t.doc.meta.durationSec || 0) * 1e9));
+check(BigInt(p.durationNanos || 0) === wantDur, `duration_nanos ${p.durationNanos}, want ${wantDur}`);
 console.log(`pprof-format: ${p.sample.length} samples of ${total} (${nanos} ns), ${p.function.length} functions; ` +
   'totals, states, self and total per function match');

@@ -1,7 +1,8 @@
 // Imports a .speedscope.json written by nupp-bpf into the real speedscope app (the npm
 // package's build, in headless Chromium), exports what speedscope's importer made of
-// it, and checks it against the nupp profile: one profile per process, every frame,
-// the total and each frame's inclusive time.
+// it, and checks it against the nupp profile: one profile per process and thread, every
+// frame, the total and each frame's inclusive time. Prints "profile NAME: N samples"
+// for each profile speedscope made.
 // Usage: node check_speedscope.mjs PROFILE.json OUT.speedscope.json WORKDIR
 import fs from 'node:fs';
 import path from 'node:path';
@@ -33,9 +34,10 @@ await browser.close();
 check(errors.length === 0, 'speedscope reported: ' + errors.join('; '));
 check(logs.some((l) => l.includes('Importing as speedscope json file')), 'not imported as a speedscope file: ' + logs);
 
-// One profile per process of the rows.
-const pids = new Set(t.doc.samples.filter((r) => r.count).map((r) => r.pid || 0));
-check(exported.profiles.length === Math.max(1, pids.size), `${exported.profiles.length} profiles, want ${pids.size}`);
+// One profile per (process, thread) of the rows.
+const threads = new Set(t.doc.samples.filter((r) => r.count).map((r) => `${r.pid || 0}/${r.tid || 0}`));
+check(exported.profiles.length === Math.max(1, threads.size),
+  `${exported.profiles.length} profiles, want ${threads.size}`);
 const frames = exported.shared.frames;
 // speedscope's export lists a frame once per profile that has it: compare names.
 const names = new Set(frames.map((f) => f.name));
@@ -67,4 +69,6 @@ names.forEach((nm) => {
   check(near((incl.get(nm) || 0) * t.freq, want), `${nm}: ${(incl.get(nm) || 0) * t.freq} samples, want ${want}`);
   checked++;
 });
+for (const prof of exported.profiles)
+  console.log(`profile ${prof.name}: ${Math.round((prof.endValue - prof.startValue) * t.freq)} samples`);
 console.log(`speedscope: imported, ${exported.profiles.length} profile(s), ${names.size} frames, ${t.total} samples; ${checked} frames' totals match`);

@@ -5,7 +5,7 @@
  *             spins in host_compute() (no VM) as long; prints "lua C"
  *   alternate one thread alternates lua_call of work() and as long in host_compute(),
  *             SECONDS of each; prints "lua C"
- *   handoff   one VM, two threads taking turns under a mutex: thread A runs work_a(), B
+ *   handoff   one VM, two threads (named lua_a, lua_b) taking turns under a mutex: A runs work_a(), B
  *             work_b(); outside the lock each spins in spin_a() / spin_b(); prints
  *             "lua_a lua_b spin_a spin_b"
  * The CPU seconds go to NUPP_DONE_FD (stdout without it); with NUPP_GATE_FD it first
@@ -88,7 +88,7 @@ static void *host_busy_c(void *out)
 
 /* One handoff thread's share: its Lua under the lock, its C spin outside it. */
 struct host_turns {
-	const char *fn;
+	const char *fn, *name; /* the Lua function, the thread's name */
 	void (*spin)(long);
 	double lua, c;
 };
@@ -99,6 +99,7 @@ static void *host_handoff(void *arg)
 	struct host_turns *t = arg;
 	double t0;
 
+	pthread_setname_np(pthread_self(), t->name);
 	while (t->lua < host_secs) {
 		pthread_mutex_lock(&host_lock);
 		t0 = host_cpu();
@@ -154,7 +155,7 @@ int main(int argc, char **argv)
 		}
 		snprintf(line, sizeof(line), "%.6f %.6f\n", lua, cc);
 	} else if (strcmp(argv[1], "handoff") == 0) {
-		struct host_turns a = { "run_a", spin_a, 0, 0 }, b = { "run_b", spin_b, 0, 0 };
+		struct host_turns a = { "run_a", "lua_a", spin_a, 0, 0 }, b = { "run_b", "lua_b", spin_b, 0, 0 };
 		pthread_t ta, tb;
 
 		if (pthread_create(&ta, NULL, host_handoff, &a) || pthread_create(&tb, NULL, host_handoff, &b))

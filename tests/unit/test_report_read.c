@@ -298,7 +298,68 @@ START_TEST(top_table_counts_self_total_and_recursion_once)
 }
 END_TEST
 
+/* Adds a row of thread tid of process pid, interpreted. */
+static void add_thread(struct nupp_sample_set *s, pid_t pid, pid_t tid, const char *stack, __u64 n)
+{
+	struct nupp_sample_row c = { .pid = pid, .tid = tid, .count = n, .interpreted = n };
+
+	ck_assert_int_eq(nupp_sample_set_add(s, "", stack, &c), 0);
+}
+
+START_TEST(rows_are_per_thread_and_collapsed_merges_them)
+{
+	struct nupp_sample_set s = { 0 };
+	struct nupp_profile p = { 0 }, q = { 0 };
+	char *j, *t;
+
+	add_thread(&s, 5, 6, "m:main;m:a", 3);
+	add_thread(&s, 5, 7, "m:main;m:a", 2);
+	add_thread(&s, 5, 6, "m:main;m:a", 1);
+	add_thread(&s, 5, 7, "m:main", 1);
+	ck_assert_uint_eq(s.n, 3);
+	nupp_sample_set_sort(&s);
+	p.samples = s;
+	p.meta.frequency_hz = 99;
+	p.meta.start_time = 1700000000.25;
+	p.meta.threads = (struct nupp_thread_name[]){ { 5, 6, "caf\xe9" } };
+	p.meta.nthreads = 1;
+	j = render(&p, NUPP_FMT_JSON, NULL, NULL);
+	ck_assert_ptr_nonnull(strstr(j, "\"startTime\": 1700000000.25,"));
+	ck_assert_ptr_nonnull(strstr(j, "{\"pid\": 5, \"tid\": 6, \"zonePath\": \"\", \"stack\": \"m:main;m:a\", \"count\": 4,"));
+	ck_assert_int_eq(read_text(j, &q), 0);
+	ck_assert_uint_eq(q.samples.n, 3);
+	ck_assert_int_eq(q.samples.rows[0].tid, 6);
+	ck_assert_uint_eq(q.samples.rows[0].count, 4);
+	ck_assert_int_eq(q.samples.rows[1].tid, 7);
+	ck_assert_uint_eq(q.samples.rows[1].count, 2);
+	ck_assert(q.meta.start_time == 1700000000.25);
+	ck_assert_int_eq(q.meta.nthreads, 1);
+	ck_assert_int_eq(q.meta.threads[0].tid, 6);
+	ck_assert_str_eq(q.meta.threads[0].name, "caf\xe9");
+	/* Collapsed stacks: one line per stack, over every thread. */
+	t = render(&q, NUPP_FMT_COLLAPSED, NULL, NULL);
+	ck_assert_str_eq(t, "m:main;m:a 6\nm:main 1\n");
+	free(t);
+	nupp_profile_free(&q);
+	free(j);
+	/* A profile written before rows named their thread: thread 0 (not known), no start. */
+	ck_assert_int_eq(read_text("{\"version\":1,\"meta\":{},\"samples\":[{\"pid\":5,\"zonePath\":\"\","
+				   "\"stack\":\"a\",\"count\":1}]}",
+				   &q),
+			 0);
+	ck_assert_int_eq(q.samples.rows[0].pid, 5);
+	ck_assert_int_eq(q.samples.rows[0].tid, 0);
+	ck_assert(q.meta.start_time == 0);
+	nupp_profile_free(&q);
+	expect_bad("{\"version\":1,\"meta\":{},\"samples\":[{\"tid\":-1,\"zonePath\":\"\",\"stack\":\"a\",\"count\":1}]}",
+		   -EINVAL, "samples[0].tid: expected a non-negative integer");
+	expect_bad("{\"version\":1,\"meta\":{\"startTime\":\"now\"},\"samples\":[]}", -EINVAL,
+		   "meta.startTime: expected a Unix time");
+	nupp_sample_set_free(&s);
+}
+END_TEST
+
 NUPP_CHECK_MAIN("report_read", 0, false, false, every_byte_string_maps_to_utf8_and_back,
 		json_round_trip_is_byte_for_byte, malformed_input_is_named_with_its_position,
 		outputs_are_replaced_whole_or_not_at_all, formats_by_extension_and_name,
-		top_table_counts_self_total_and_recursion_once)
+		top_table_counts_self_total_and_recursion_once, rows_are_per_thread_and_collapsed_merges_them)
