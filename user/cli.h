@@ -25,6 +25,15 @@ int cli_why(const struct nupp_profile *p, bool json, FILE *f);
 /* Parses a decimal integer option within [lo, hi]; false on error. */
 bool cli_int(const char *s, long lo, long hi, long *out);
 
+/* Adds the path of an -o option to outputs (n of at most max); false after printing the error. */
+bool cli_output_opt(const char *path, const char **outputs, int *n, int max);
+
+/* Parses -f FMT into *fmt; csv (the abort table) only where allow_csv; false after printing the error. */
+bool cli_format_opt(const char *name, bool allow_csv, int *fmt);
+
+/* Parses --top N into *top; false after printing the error. */
+bool cli_top_opt(const char *s, int *top);
+
 /* Subcommands, one file each (user/cmd_<name>.c). */
 int cmd_record(int argc, char **argv);
 int cmd_report(int argc, char **argv);

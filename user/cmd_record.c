@@ -118,12 +118,6 @@ static void record_usage(FILE *f)
 		"  See README.md \"Overhead\".\n");
 }
 
-/* Parses a decimal integer option within [lo, hi]; false on error. */
-static bool record_int(const char *s, long lo, long hi, long *out)
-{
-	return cli_int(s, lo, hi, out);
-}
-
 /* The format of output path: forced by -f, else by its extension (NONE: unknown). */
 static enum nupp_format record_format(const struct record_opts *o, const char *path)
 {
@@ -166,14 +160,14 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 	while ((c = getopt_long(argc, argv, "+p:F:d:o:f:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			if (!record_int(optarg, 1, 4194304, &v)) {
+			if (!cli_int(optarg, 1, 4194304, &v)) {
 				cli_error("invalid PID '%s': expected a positive integer", optarg);
 				return 2;
 			}
 			o->pid = (pid_t)v;
 			break;
 		case 'F':
-			if (!record_int(optarg, 1, 100000, &v)) {
+			if (!cli_int(optarg, 1, 100000, &v)) {
 				cli_error("invalid frequency '%s': expected 1..100000 Hz", optarg);
 				return 2;
 			}
@@ -185,7 +179,7 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 			freq_set = true;
 			break;
 		case O_INTERVAL:
-			if (!record_int(optarg, 1, 60000, &v)) {
+			if (!cli_int(optarg, 1, 60000, &v)) {
 				cli_error("invalid interval '%s': expected 1..60000 ms", optarg);
 				return 2;
 			}
@@ -208,32 +202,26 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 			break;
 		}
 		case 'o':
-			if (o->noutputs == RECORD_MAX_OUTPUTS) {
-				cli_error("at most %d -o outputs", RECORD_MAX_OUTPUTS);
+			if (!cli_output_opt(optarg, o->outputs, &o->noutputs, RECORD_MAX_OUTPUTS))
 				return 2;
-			}
-			o->outputs[o->noutputs++] = optarg;
 			break;
-		case 'f':
-			o->format = nupp_format_by_name(optarg);
-			if (!o->format || o->format == NUPP_FMT_CSV) {
-				cli_error("unknown format '%s': use svg, speedscope, pprof, json, collapsed or top "
-					  "(the abort table: --aborts FILE.csv)", optarg);
+		case 'f': {
+			int f;
+
+			if (!cli_format_opt(optarg, false, &f))
 				return 2;
-			}
+			o->format = (enum nupp_format)f;
 			break;
+		}
 		case O_TOP:
-			if (!record_int(optarg, 1, 1000000, &v)) {
-				cli_error("invalid --top '%s': expected a number of rows >= 1", optarg);
+			if (!cli_top_opt(optarg, &o->top))
 				return 2;
-			}
-			o->top = (int)v;
 			break;
 		case O_FULLNAMES:
 			o->full_filenames = true;
 			break;
 		case O_DEPTH:
-			if (!record_int(optarg, 1, NUPP_SMP_MAX_DEPTH, &v)) {
+			if (!cli_int(optarg, 1, NUPP_SMP_MAX_DEPTH, &v)) {
 				cli_error("invalid depth '%s': expected 1..%d frames", optarg, NUPP_SMP_MAX_DEPTH);
 				return 2;
 			}
@@ -261,7 +249,7 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 			o->aborts_csv = optarg;
 			break;
 		case O_MAXSTACKS:
-			if (!record_int(optarg, 64, 1 << 24, &v)) {
+			if (!cli_int(optarg, 64, 1 << 24, &v)) {
 				cli_error("invalid --max-stacks '%s': expected 64..16777216", optarg);
 				return 2;
 			}

@@ -73,26 +73,22 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 		{ 0 },
 	};
 	bool has_svg = false, has_top = false;
-	long v;
 	int c, i;
 
 	while ((c = getopt_long(argc, argv, "o:f:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'o':
-			if (o->noutputs == REPORT_MAX_OUTPUTS) {
-				cli_error("at most %d -o outputs", REPORT_MAX_OUTPUTS);
+			if (!cli_output_opt(optarg, o->outputs, &o->noutputs, REPORT_MAX_OUTPUTS))
 				return 2;
-			}
-			o->outputs[o->noutputs++] = optarg;
 			break;
-		case 'f':
-			o->format = nupp_format_by_name(optarg);
-			if (!o->format) {
-				cli_error("unknown format '%s': use svg, speedscope, pprof, json, collapsed, top or csv",
-					  optarg);
+		case 'f': {
+			int f;
+
+			if (!cli_format_opt(optarg, true, &f))
 				return 2;
-			}
+			o->format = (enum nupp_format)f;
 			break;
+		}
 		case O_ZONE:
 			o->zone = optarg;
 			break;
@@ -100,11 +96,8 @@ static int report_parse(int argc, char **argv, struct report_opts *o)
 			o->root = optarg;
 			break;
 		case O_TOP:
-			if (!cli_int(optarg, 1, 1000000, &v)) {
-				cli_error("invalid --top '%s': expected a number of rows >= 1", optarg);
+			if (!cli_top_opt(optarg, &o->ro.top))
 				return 2;
-			}
-			o->ro.top = (int)v;
 			o->top_set = true;
 			break;
 		case O_LINES:

@@ -266,8 +266,6 @@ struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int
 		s->opts.lines = opts->lines;
 		if (opts->sz >= offsetof(struct nupp_sampler_opts, full_filenames) + sizeof(opts->full_filenames))
 			s->opts.full_filenames = opts->full_filenames;
-		if (opts->sz >= offsetof(struct nupp_sampler_opts, lua_only) + sizeof(opts->lua_only))
-			s->opts.lua_only = opts->lua_only;
 	}
 	if (s->opts.freq_hz < 1 || s->opts.depth < 1 || s->opts.depth > NUPP_SMP_MAX_DEPTH) {
 		e = nupp_fail(-EINVAL, "invalid sampler options: frequency %d Hz, depth %d (1..%d)", s->opts.freq_hz,
@@ -925,8 +923,6 @@ static int smp_host_rows(struct nupp_sampler *s, const struct nupp_smp_host_key 
 		struct smp_target *t = smp_target(s, (pid_t)keys[i].tgid);
 
 		out->host_samples += vals[i];
-		if (s->opts.lua_only)
-			continue;
 		e = t && t->amap ? nupp_addrmap_name(t->amap, keys[i].ip, name, sizeof(name)) : -ENOENT;
 		if (e < 0 && t && t->amap && !t->amap_read) {
 			/* Mapped since the mappings were read (the target may be gone: kept). */

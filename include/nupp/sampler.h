@@ -21,7 +21,6 @@ struct nupp_sampler_opts {
 	bool lines;         /* name Lua frames module:line (current line) instead of module:name */
 	__u32 max_stacks;   /* size of the counts map (default 16384) */
 	bool full_filenames; /* modules are the chunk's full path, not jit.p's basename */
-	bool lua_only;      /* no "[host];..." rows (host samples are still counted) */
 };
 
 /* Loads the sampler BPF programs and opens one CPU-clock event per online CPU.
