@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { createRequire } from 'node:module';
-import { truth, check } from './truth.mjs';
+import { truth, check, display, nameBytes } from './truth.mjs';
 
 const [profile, file] = process.argv.slice(2);
 const t = truth(profile);
@@ -47,7 +47,7 @@ for (const [nm, f] of t.frames) {
 // Start lines: a function's first line from the profile's frame table (meta.frames, the
 // lowest when a name stands for several functions); without one, where the frame name
 // carries it ("states.lua:0" is the main chunk, line 0). Files from the frame names.
-const table = t.doc.meta.frames || {};
+const table = Object.fromEntries(Object.entries(t.doc.meta.frames || {}).map(([k, v]) => [display(nameBytes(k)), v]));
 for (const f of p.function) {
   const nm = str(f.name), m = /^(.*):(\d+)$/.exec(nm), c = /^([^\[].*?):[^:]+$/.exec(nm);
   if (c) check(str(f.filename) === c[1], `${nm}: file ${str(f.filename)}, want ${c[1]}`);
