@@ -176,7 +176,7 @@ void nupp_sample_set_sort(struct nupp_sample_set *s)
 	s->nindexed = (size_t)-1;
 }
 
-/* Frees the rows. */
+/* Frees the rows and the frame table. */
 void nupp_sample_set_free(struct nupp_sample_set *s)
 {
 	size_t i;
@@ -187,7 +187,145 @@ void nupp_sample_set_free(struct nupp_sample_set *s)
 	}
 	free(s->rows);
 	free(s->index);
+	nupp_frame_table_free(&s->frames);
 	memset(s, 0, sizeof(*s));
+}
+
+/* -- The frame table ---------------------------------------------------------------- */
+
+/* Hash of a frame name s[0..len) (FNV-1a). */
+static size_t agg_name_hash(const char *s, size_t len)
+{
+	__u64 h = 0xcbf29ce484222325ull;
+	size_t i;
+
+	for (i = 0; i < len; i++)
+		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
+	return (size_t)(h ^ (h >> 29));
+}
+
+/* The index slot of name[0..len): its first entry's, or the empty slot where it belongs. */
+static size_t agg_name_slot(const struct nupp_frame_table *t, const char *name, size_t len)
+{
+	size_t m = t->nslots - 1, i;
+
+	for (i = agg_name_hash(name, len) & m; t->index[i]; i = (i + 1) & m) {
+		const char *o = t->v[t->index[i] - 1].name;
+
+		if (strncmp(o, name, len) == 0 && !o[len])
+			break;
+	}
+	return i;
+}
+
+/* Doubles the name index (load <= 1/2) when one more entry could pass it; 0 or -ENOMEM. */
+static int agg_name_grow(struct nupp_frame_table *t)
+{
+	size_t want = t->nslots ? t->nslots : 64, i, *old = t->index, oldn = t->nslots;
+
+	if (t->index && 2 * (t->n + 1) <= t->nslots)
+		return 0;
+	while (want < 2 * (t->n + 1))
+		want *= 2;
+	t->index = calloc(want, sizeof(*t->index));
+	if (!t->index) {
+		t->index = old;
+		return -ENOMEM;
+	}
+	t->nslots = want;
+	for (i = 0; i < oldn; i++)
+		if (old[i]) {
+			const char *nm = t->v[old[i] - 1].name;
+
+			t->index[agg_name_slot(t, nm, strlen(nm))] = old[i];
+		}
+	free(old);
+	return 0;
+}
+
+/* The first entry of frame name[0..len), or NULL. */
+const struct nupp_frame_info *nupp_frame_table_find(const struct nupp_frame_table *t, const char *name,
+						     size_t len)
+{
+	size_t slot;
+
+	if (!t->nslots)
+		return NULL;
+	slot = agg_name_slot(t, name, len);
+	return t->index[slot] ? &t->v[t->index[slot] - 1] : NULL;
+}
+
+/* The next entry of e's name, or NULL. */
+const struct nupp_frame_info *nupp_frame_table_next(const struct nupp_frame_table *t,
+						     const struct nupp_frame_info *e)
+{
+	return e->next ? &t->v[e->next - 1] : NULL;
+}
+
+/* Adds (name, file, first_line, last_line) unless it is there. */
+int nupp_frame_table_add(struct nupp_frame_table *t, const char *name, const char *file, int first_line,
+			 int last_line)
+{
+	struct nupp_frame_info *e;
+	size_t len = strlen(name), slot, *link;
+
+	if (agg_name_grow(t))
+		return -ENOMEM;
+	slot = agg_name_slot(t, name, len);
+	for (link = &t->index[slot]; *link; link = &t->v[*link - 1].next) {
+		e = &t->v[*link - 1];
+		if (e->first_line == first_line && e->last_line == last_line && strcmp(e->file, file) == 0)
+			return 0;
+	}
+	if (agg_reserve((void **)&t->v, t->n, &t->cap, sizeof(*e)))
+		return -ENOMEM;
+	/* t->v may have moved: link points into it unless it is the index slot. */
+	if (t->index[slot]) {
+		size_t k = t->index[slot];
+
+		while (t->v[k - 1].next)
+			k = t->v[k - 1].next;
+		link = &t->v[k - 1].next;
+	}
+	e = &t->v[t->n];
+	e->name = strdup(name);
+	e->file = strdup(file);
+	e->first_line = first_line;
+	e->last_line = last_line;
+	e->next = 0;
+	if (!e->name || !e->file) {
+		free(e->name);
+		free(e->file);
+		return -ENOMEM;
+	}
+	t->n++;
+	*link = t->n;
+	return 0;
+}
+
+/* Adds every entry of src to t. */
+int nupp_frame_table_merge(struct nupp_frame_table *t, const struct nupp_frame_table *src)
+{
+	size_t i;
+
+	for (i = 0; i < src->n; i++)
+		if (nupp_frame_table_add(t, src->v[i].name, src->v[i].file, src->v[i].first_line, src->v[i].last_line))
+			return -ENOMEM;
+	return 0;
+}
+
+/* Frees the entries. */
+void nupp_frame_table_free(struct nupp_frame_table *t)
+{
+	size_t i;
+
+	for (i = 0; i < t->n; i++) {
+		free(t->v[i].name);
+		free(t->v[i].file);
+	}
+	free(t->v);
+	free(t->index);
+	memset(t, 0, sizeof(*t));
 }
 
 /* Adds count to the row (severity, reason, location, zone), creating it. */
@@ -325,6 +463,8 @@ int nupp_sample_set_filter(const struct nupp_sample_set *in, const char *zone_pr
 	memcpy(out->lost, in->lost, sizeof(out->lost));
 	out->host_samples = in->host_samples;
 	out->cut_samples = in->cut_samples;
+	if (nupp_frame_table_merge(&out->frames, &in->frames))
+		return -ENOMEM;
 	for (i = 0; i < in->n; i++) {
 		const struct nupp_sample_row *r = &in->rows[i];
 

@@ -218,7 +218,8 @@ static int diff_write_svg_cb(FILE *f, void *ctx)
 	return nupp_write_svg(s->new_, &o, f);
 }
 
-/* Merges the sample rows of profiles ps[0..n) into out (meta and aborts of the first). */
+/* Merges the sample rows, frame tables and aborts of profiles ps[0..n) into out (the
+ * meta of the first). */
 static int diff_merge(struct nupp_profile *const *ps, int n, struct nupp_profile *out)
 {
 	int i;
@@ -226,6 +227,9 @@ static int diff_merge(struct nupp_profile *const *ps, int n, struct nupp_profile
 
 	memset(out, 0, sizeof(*out));
 	out->meta = ps[0]->meta;
+	for (i = 0; i < n; i++)
+		if (nupp_frame_table_merge(&out->samples.frames, &ps[i]->samples.frames))
+			return -ENOMEM;
 	for (i = 0; i < n; i++)
 		for (j = 0; j < ps[i]->samples.n; j++) {
 			const struct nupp_sample_row *r = &ps[i]->samples.rows[j];

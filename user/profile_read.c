@@ -226,6 +226,58 @@ static int pread_threads(struct pread *r, json_t *th)
 	return 0;
 }
 
+/* Reads "meta.frames": {name: [{"file", "firstLine", "lastLine"}, ...]} (optional: a
+ * profile written before it has no frame table) into the samples' frame table. */
+static int pread_frames(struct pread *r, json_t *fr)
+{
+	const char *key;
+	size_t klen;
+	json_t *arr;
+	char where[192];
+
+	if (!fr)
+		return 0;
+	if (!json_is_object(fr))
+		return pread_bad(r, "meta.frames", "expected an object of frame names");
+	json_object_keylen_foreach(fr, key, klen, arr) {
+		char *name = NULL;
+		json_t *v;
+		size_t j;
+		int err = 0;
+
+		snprintf(where, sizeof(where), "meta.frames[\"%.100s\"]", key);
+		if (!json_is_array(arr))
+			return pread_bad(r, where, "expected an array of functions");
+		if (strlen(key) != klen)
+			return pread_bad(r, where, "a name holds a NUL character (\\u0000)");
+		name = nupp_utf8_to_bytes(key, NULL);
+		if (!name)
+			return -ENOMEM;
+		json_array_foreach(arr, j, v) {
+			char at[224], *file = NULL;
+			__u64 first = 0, last = 0;
+
+			snprintf(at, sizeof(at), "%s[%zu]", where, j);
+			if (!json_is_object(v))
+				err = pread_bad(r, at, "expected an object");
+			err = err ? err : pread_str(r, v, at, "file", false, &file);
+			err = err ? err : pread_uint(r, v, at, "firstLine", true, &first);
+			err = err ? err : pread_uint(r, v, at, "lastLine", true, &last);
+			if (!err && (first > INT_MAX || last > INT_MAX || last < first))
+				err = pread_bad(r, at, "expected 0 <= firstLine <= lastLine <= 2147483647");
+			if (!err && nupp_frame_table_add(&r->p->samples.frames, name, file, (int)first, (int)last))
+				err = -ENOMEM;
+			free(file);
+			if (err)
+				break;
+		}
+		free(name);
+		if (err)
+			return err;
+	}
+	return 0;
+}
+
 /* Reads "meta" (the sample and abort totals go to the sets). */
 static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
 {
@@ -287,6 +339,8 @@ static int pread_meta(struct pread *r, json_t *meta, __u64 *samples)
 		m->npids = (int)json_array_size(pids);
 	}
 	err = pread_threads(r, json_object_get(meta, "threads"));
+	if (!err)
+		err = pread_frames(r, json_object_get(meta, "frames"));
 	if (err)
 		return err;
 	lost = json_object_get(meta, "lost");

@@ -34,6 +34,56 @@ static json_t *rjson_str_or_null(const char *s)
 	return s ? rjson_str(s) : json_null();
 }
 
+/* qsort order of frame table entries: name, first line, last line, file. */
+static int rjson_cmp_frame(const void *a, const void *b)
+{
+	const struct nupp_frame_info *x = *(const struct nupp_frame_info *const *)a,
+				     *y = *(const struct nupp_frame_info *const *)b;
+	int c = strcmp(x->name, y->name);
+
+	if (c)
+		return c;
+	if (x->first_line != y->first_line)
+		return x->first_line < y->first_line ? -1 : 1;
+	if (x->last_line != y->last_line)
+		return x->last_line < y->last_line ? -1 : 1;
+	return strcmp(x->file, y->file);
+}
+
+/* The "frames" object: {name: [{"file", "firstLine", "lastLine"}, ...]}, names sorted,
+ * each name's functions by first line. NULL on ENOMEM. */
+static json_t *json_frames(const struct nupp_frame_table *t)
+{
+	const struct nupp_frame_info **v = malloc((t->n ? t->n : 1) * sizeof(*v));
+	json_t *obj = json_object(), *arr = NULL;
+	size_t i;
+	int err = !v || !obj;
+
+	for (i = 0; !err && i < t->n; i++)
+		v[i] = &t->v[i];
+	if (!err && t->n)
+		qsort(v, t->n, sizeof(*v), rjson_cmp_frame);
+	for (i = 0; !err && i < t->n; i++) {
+		if (!i || strcmp(v[i]->name, v[i - 1]->name) != 0) {
+			char *key = nupp_rtext_plain(v[i]->name) ? NULL : nupp_bytes_to_utf8(v[i]->name);
+
+			arr = json_array();
+			err = !arr || (!nupp_rtext_plain(v[i]->name) && !key) ||
+			      json_object_set_new(obj, key ? key : v[i]->name, arr);
+			free(key);
+		}
+		err = err || json_array_append_new(arr, json_pack("{s:o, s:i, s:i}", "file", rjson_str(v[i]->file),
+								  "firstLine", v[i]->first_line, "lastLine",
+								  v[i]->last_line));
+	}
+	free(v);
+	if (err) {
+		json_decref(obj);
+		return NULL;
+	}
+	return obj;
+}
+
 /* The "meta" object. */
 static json_t *json_meta(const struct nupp_profile_meta *m, const struct nupp_sample_set *s,
 			 const struct nupp_abort_set *a)
@@ -82,6 +132,8 @@ static json_t *json_meta(const struct nupp_profile_meta *m, const struct nupp_sa
 								   rjson_str(m->threads[i].name)));
 		err |= json_put(meta, "threads", th);
 	}
+	if (s->frames.n)
+		err |= json_put(meta, "frames", json_frames(&s->frames));
 	if (err)
 		goto fail;
 	return meta;

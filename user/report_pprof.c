@@ -211,6 +211,7 @@ int nupp_write_pprof(const struct nupp_profile *p, FILE *f)
 			err = -ENOMEM;
 	}
 	for (i = 0; !err && i < pp.frames.n; i++) {
+		const struct nupp_frame_info *fi;
 		const char *nm = pp.frames.names[i];
 		size_t nlen = strlen(nm), ml;
 		int line = nupp_rtext_frame_line(nm, nlen);
@@ -220,8 +221,14 @@ int nupp_write_pprof(const struct nupp_profile *p, FILE *f)
 		fns[i].name = fns[i].system_name = pprof_str(&pp, nm, nlen);
 		if (nupp_rtext_frame_split(nm, nlen, &ml))
 			fns[i].filename = pprof_str(&pp, nm, ml);
-		/* "module:N" is a function's first line, except in a profile of lines. */
-		fns[i].start_line = p->meta.lines ? 0 : line;
+		/* The first line of the function from the frame table (the lowest if the name
+		 * stands for several); without one, "module:N" is a function's first line,
+		 * except in a profile of lines. */
+		fi = nupp_frame_table_find(&s->frames, nm, nlen);
+		fns[i].start_line = fi ? fi->first_line : p->meta.lines ? 0 : line;
+		for (; fi; fi = nupp_frame_table_next(&s->frames, fi))
+			if (fi->first_line < fns[i].start_line)
+				fns[i].start_line = fi->first_line;
 		fnp[i] = &fns[i];
 		perftools__profiles__line__init(&lines[i]);
 		lines[i].function_id = i + 1;

@@ -208,42 +208,111 @@ static size_t svg_loc_file(const char *loc, int *line)
 	return c ? (size_t)(c - loc) : strlen(loc);
 }
 
+/* The basename of file[0..len) (abort locations name a chunk by its basename, as
+ * jit.p's default frames do), its length in *blen. */
+static const char *svg_base(const char *file, size_t len, size_t *blen)
+{
+	const char *b;
+
+	for (b = file + len; b > file && b[-1] != '/'; b--)
+		;
+	*blen = (size_t)(file + len - b);
+	return b;
+}
+
+/* True if abort location loc (file part flen bytes) is in the chunk of file. */
+static bool svg_same_file(const char *loc, size_t flen, const char *file)
+{
+	size_t blen;
+	const char *b = svg_base(file, strlen(file), &blen);
+
+	return blen == flen && strncmp(loc, b, blen) == 0;
+}
+
+/* For each abort row, the narrowest function of the frame table whose lines hold the
+ * row's line strictly inside (in[2i], in[2i+1]: its first and last line; -1 if none).
+ * The row's bytecode is in that function or one nested in it that holds the line: a
+ * function's code is never on the lines strictly inside a function nested in it. */
+static void svg_abort_funcs(const struct nupp_abort_set *a, const struct nupp_frame_table *t, int *in)
+{
+	size_t i, k;
+
+	for (i = 0; i < a->n; i++) {
+		int line;
+		size_t flen = svg_loc_file(a->rows[i].location, &line);
+
+		in[2 * i] = in[2 * i + 1] = -1;
+		for (k = 0; k < t->n; k++) {
+			const struct nupp_frame_info *e = &t->v[k];
+
+			if (e->first_line >= line || e->last_line <= line || !svg_same_file(a->rows[i].location, flen, e->file))
+				continue;
+			if (in[2 * i] < 0 || e->last_line - e->first_line < in[2 * i + 1] - in[2 * i])
+				in[2 * i] = e->first_line, in[2 * i + 1] = e->last_line;
+		}
+	}
+}
+
+/* True if abort row r (file part flen bytes, line line; in: svg_abort_funcs's bounds)
+ * may have aborted in the function of a frame (fi: its entries in the frame table): the
+ * function holds the line and is not an outer one of the narrowest function holding it
+ * strictly inside. A line on the first or last line of a nested function (its FNEW is
+ * on its last line) may be either's: both are marked. */
+static bool svg_abort_in(const struct nupp_frame_table *t, const struct nupp_frame_info *fi,
+			 const struct nupp_abort_row *r, size_t flen, int line, const int *in)
+{
+	for (; fi; fi = nupp_frame_table_next(t, fi))
+		if (fi->first_line <= line && line <= fi->last_line &&
+		    (in[0] < 0 || (fi->first_line >= in[0] && fi->last_line <= in[1])) &&
+		    svg_same_file(r->location, flen, fi->file))
+			return true;
+	return false;
+}
+
 /* Matches abort rows to frames: in a profile of lines, the frame of the same file and
- * line; otherwise the frames of the same file (the location names a line, and a frame
- * a function, whose lines the profile does not hold). Builds one text per frame. */
+ * line; else, for a frame of the frame table, the frame whose function holds the
+ * location's line (the innermost of those sampled, svg_abort_in); else (a profile
+ * written without the table) the frames of the same file. Builds one text per frame. */
 static int svg_aborts(struct svg *sv)
 {
 	const struct nupp_abort_set *a = &sv->p->aborts;
+	const struct nupp_frame_table *ft = &sv->p->samples.frames;
 	const struct nupp_rframes *fr = &sv->t.frames;
 	struct nupp_buf *bufs;
+	int *in = NULL;
 	size_t i, j;
 	int err = 0;
 
 	sv->frame_abort = malloc((fr->n ? fr->n : 1) * sizeof(int));
 	bufs = calloc(fr->n ? fr->n : 1, sizeof(*bufs));
-	if (!sv->frame_abort || !bufs) {
+	if (!sv->p->meta.lines && ft->n && a->n)
+		in = malloc(2 * a->n * sizeof(*in));
+	if (!sv->frame_abort || !bufs || (!sv->p->meta.lines && ft->n && a->n && !in)) {
 		free(bufs);
+		free(in);
 		return -ENOMEM;
 	}
+	if (in)
+		svg_abort_funcs(a, ft, in);
 	for (j = 0; j < fr->n; j++) {
 		const char *nm = fr->names[j], *base;
 		size_t ml, nlen = strlen(nm), blen;
 		int fline = nupp_rtext_frame_line(nm, nlen);
+		const struct nupp_frame_info *fi;
 
 		sv->frame_abort[j] = -1;
 		if (!a->n || !nupp_rtext_frame_split(nm, nlen, &ml))
 			continue;
-		/* Abort locations name a chunk by its basename, as jit.p's default frames do. */
-		for (base = nm + ml; base > nm && base[-1] != '/'; base--)
-			;
-		blen = (size_t)(nm + ml - base);
+		base = svg_base(nm, ml, &blen);
+		fi = in ? nupp_frame_table_find(ft, nm, nlen) : NULL;
 		for (i = 0; i < a->n; i++) {
 			const struct nupp_abort_row *r = &a->rows[i];
 			int line;
 			size_t flen = svg_loc_file(r->location, &line);
 			char cnt[32];
 
-			if (flen != blen || strncmp(r->location, base, blen) != 0)
+			if (fi ? !svg_abort_in(ft, fi, r, flen, line, &in[2 * i])
+			       : flen != blen || strncmp(r->location, base, blen) != 0)
 				continue;
 			if (sv->p->meta.lines && line != fline)
 				continue;
@@ -281,6 +350,7 @@ static int svg_aborts(struct svg *sv)
 	for (j = 0; j < fr->n; j++)
 		free(bufs[j].p);
 	free(bufs);
+	free(in);
 	return err;
 }
 

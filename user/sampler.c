@@ -1060,7 +1060,16 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 			free(sv);
 		}
 	}
+	/* Where the named Lua frames' functions are defined goes to out's frame table. */
+	for (i = 0; i < (size_t)s->ntargets; i++)
+		if (s->targets[i].sym)
+			nupp_sym_set_frames(s->targets[i].sym, &out->frames);
 	smp_name_rows(s, rows, nrows);
+	for (i = 0; i < (size_t)s->ntargets; i++)
+		if (s->targets[i].sym && nupp_sym_set_frames(s->targets[i].sym, NULL))
+			e = -ENOMEM;
+	if (e)
+		goto out;
 	nupp_pr(NUPP_DEBUG, "drain: %zu stacks, %ld host IPs, %llu events, %llu us\n", nrows, nhosts,
 		(unsigned long long)s->ev_handled, (unsigned long long)(smp_now_us() - t0));
 	for (i = 0; i < nrows; i++) {

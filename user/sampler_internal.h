@@ -8,6 +8,7 @@
 #include <sys/types.h>
 #include <linux/types.h>
 
+#include "nupp/profile.h"
 #include "nupp/sampler_abi.h"
 
 /* Reads len bytes of the target at addr: 0 or -errno (nupp_vm_read, or fake memory). */
@@ -27,6 +28,10 @@ void nupp_sym_free(struct nupp_sym *s);
  * prototype of the sample was freed before it could be named, or its fingerprint no
  * longer matches its memory). */
 int nupp_sym_stack(struct nupp_sym *s, const struct nupp_smp_frame *f, int n, __u64 pgen, char **out);
+/* Records, for each Lua frame named from now on, where its function is defined (name,
+ * chunk, first and last line) in t (NULL: stop). Returns -ENOMEM if a record failed
+ * since the last call, else 0. */
+int nupp_sym_set_frames(struct nupp_sym *s, struct nupp_frame_table *t);
 /* Names one frame given its caller (NULL if none) into buf; 0 or -errno. */
 int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const struct nupp_smp_frame *caller,
 		   __u64 pgen, char *buf, size_t size);

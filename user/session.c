@@ -626,6 +626,8 @@ static int ses_merge(struct nupp_session *s, struct nupp_sample_set *raw)
 		if (!e)
 			e = ses_thread_name(s, r->pid, r->tid);
 	}
+	if (!e)
+		e = nupp_frame_table_merge(&s->acc.frames, &raw->frames);
 	for (j = 0; j < NUPP_LOST__MAX; j++)
 		s->acc.lost[j] += raw->lost[j];
 	s->acc.host_samples += raw->host_samples;
@@ -823,6 +825,15 @@ static int ses_send_sets(struct nupp_session *s, int fd)
 		ses_put_u64(&b, (__u64)s->threads[i].tid);
 		ses_put_str(&b, s->threads[i].name);
 	}
+	ses_put_u64(&b, s->acc.frames.n);
+	for (i = 0; i < s->acc.frames.n; i++) {
+		const struct nupp_frame_info *fi = &s->acc.frames.v[i];
+
+		ses_put_str(&b, fi->name);
+		ses_put_str(&b, fi->file);
+		ses_put_u64(&b, (__u64)(__s64)fi->first_line);
+		ses_put_u64(&b, (__u64)(__s64)fi->last_line);
+	}
 	if (b.err) {
 		free(b.p);
 		return b.err;
@@ -960,6 +971,24 @@ static int ses_recv_sets(struct nupp_session *s, bool *zones_seen)
 		if (!e)
 			e = ses_thread_add(s, (pid_t)pid, (pid_t)tid, name);
 		free(name);
+	}
+	if (!e)
+		e = ses_get_u64(m, len, &off, &nrows);
+	for (i = 0; !e && i < nrows; i++) {
+		__u64 first, last;
+		char *name = NULL, *file = NULL;
+
+		e = ses_get_str(m, len, &off, &name);
+		if (!e)
+			e = ses_get_str(m, len, &off, &file);
+		if (!e)
+			e = ses_get_u64(m, len, &off, &first);
+		if (!e)
+			e = ses_get_u64(m, len, &off, &last);
+		if (!e)
+			e = nupp_frame_table_add(&s->acc.frames, name, file, (int)(__s64)first, (int)(__s64)last);
+		free(name);
+		free(file);
 	}
 	free(m);
 	return e ? nupp_fail(e, "cannot read the session helper's answer: %s", strerror(-e)) : 0;

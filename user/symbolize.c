@@ -108,6 +108,8 @@ struct nupp_sym {
 	size_t nooo, ooocap;
 	struct nupp_addrmap *amap; /* the process's mappings and symbols (C functions) */
 	bool own_amap;             /* made here (no nupp_sym_set_addrmap) */
+	struct nupp_frame_table *frames; /* where named Lua frames are recorded (NULL: not) */
+	int frames_err;                  /* -ENOMEM once recording one failed */
 };
 
 /* A symbolizer for one process. */
@@ -985,6 +987,33 @@ static void sym_cfunc(struct nupp_sym *s, __u64 addr, char *buf, size_t size)
 	}
 }
 
+/* Records where the function of a Lua frame just named name is defined: its chunk as
+ * frames name it and its lines (firstline to firstline + numline, the line of its "end":
+ * lj_parse.c sets numline = lastline - linedefined). */
+static void sym_record(struct nupp_sym *s, const struct sym_proto *p, const char *name)
+{
+	__s32 numline;
+
+	if (!s->frames || p->firstline < 0 || p->size < s->lo.pt_numline + 4)
+		return;
+	memcpy(&numline, p->mem + s->lo.pt_numline, 4);
+	if (numline < 0)
+		return;
+	if (nupp_frame_table_add(s->frames, name, p->module, p->firstline, p->firstline + numline))
+		s->frames_err = -ENOMEM;
+}
+
+/* Sets the table where named Lua frames are recorded (NULL: none); returns -ENOMEM if
+ * recording failed since the last call, else 0. */
+int nupp_sym_set_frames(struct nupp_sym *s, struct nupp_frame_table *t)
+{
+	int e = s->frames_err;
+
+	s->frames = t;
+	s->frames_err = 0;
+	return e;
+}
+
 /* Names one frame given its caller (NULL if none). */
 int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const struct nupp_smp_frame *caller,
 		   __u64 pgen, char *buf, size_t size)
@@ -1025,6 +1054,7 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 			snprintf(buf, size, "%s", p->module);
 		else
 			snprintf(buf, size, "%s:%d", p->module, sym_line(s, p, f->pos));
+		sym_record(s, p, buf);
 		return 0;
 	}
 	/* Named by the caller's bytecode when called from Lua or as a metamethod. */
@@ -1041,6 +1071,7 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 				snprintf(buf, size, "%s", name);
 			else
 				snprintf(buf, size, "%s:%s", p->module, name);
+			sym_record(s, p, buf);
 			return 0;
 		}
 	}
@@ -1054,6 +1085,7 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 		snprintf(buf, size, "%s", p->module);
 	else
 		snprintf(buf, size, "%s:%d", p->module, p->firstline);
+	sym_record(s, p, buf);
 	return 0;
 }
 

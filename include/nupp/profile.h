@@ -37,6 +37,39 @@ struct nupp_sample_row {
 	__u64 compiled, interpreted, ccode, collecting, compiling;
 };
 
+/* Where one Lua function named in the stacks is defined. */
+struct nupp_frame_info {
+	char *name;     /* the frame name as the stacks hold it ("m.lua:comp", "m.lua:12") */
+	char *file;     /* its chunk as frames name it (basename, or full path) */
+	int first_line; /* the line of its "function" (GCproto firstline, linedefined) */
+	int last_line;  /* the line of its "end" (firstline + numline, lastlinedefined) */
+	size_t next;    /* the next entry of the same name + 1 (0: none) */
+};
+
+/* The frame table: every distinct (name, file, first_line, last_line) of the Lua frames
+ * of the rows. A name given by the caller ("m.lua:comp") may stand for more than one
+ * function (two locals named comp), so a name may have several entries. */
+struct nupp_frame_table {
+	struct nupp_frame_info *v;
+	size_t n, cap;
+	size_t *index; /* open addressing by name: first entry of the name + 1, 0 = empty */
+	size_t nslots;
+};
+
+/* Adds (name, file, first_line, last_line) unless it is there; 0 or -ENOMEM. */
+int nupp_frame_table_add(struct nupp_frame_table *t, const char *name, const char *file, int first_line,
+			 int last_line);
+/* Adds every entry of src to t; 0 or -ENOMEM. */
+int nupp_frame_table_merge(struct nupp_frame_table *t, const struct nupp_frame_table *src);
+/* The first entry of frame name[0..len), or NULL; the others of the name follow with
+ * nupp_frame_table_next. */
+const struct nupp_frame_info *nupp_frame_table_find(const struct nupp_frame_table *t, const char *name,
+						     size_t len);
+const struct nupp_frame_info *nupp_frame_table_next(const struct nupp_frame_table *t,
+						     const struct nupp_frame_info *e);
+/* Frees the entries. */
+void nupp_frame_table_free(struct nupp_frame_table *t);
+
 /* The sample channel's result. */
 struct nupp_sample_set {
 	struct nupp_sample_row *rows;
@@ -52,6 +85,7 @@ struct nupp_sample_set {
 	 * (counted here also when those rows are left out). */
 	__u64 host_samples;
 	__u64 cut_samples; /* samples whose stack was deeper than the depth: "[truncated];..." */
+	struct nupp_frame_table frames; /* where the Lua functions of the rows are defined */
 };
 
 /* Severity of an abort row; the seed's profile.Severity. Ordered for reports. */
@@ -84,7 +118,7 @@ int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char 
 			const struct nupp_sample_row *counts);
 /* Sorts rows by count descending (ties: zone, then stack, ascending). */
 void nupp_sample_set_sort(struct nupp_sample_set *s);
-/* Frees the rows. */
+/* Frees the rows and the frame table. */
 void nupp_sample_set_free(struct nupp_sample_set *s);
 
 /* Adds count to the row (severity, reason, location, zone), creating it. 0 or -ENOMEM. */
@@ -97,7 +131,8 @@ void nupp_abort_set_free(struct nupp_abort_set *a);
 
 /* Keeps the rows whose zone path starts with zone_prefix (NULL: all) and cuts each
  * stack below the outermost frame of module root (NULL: keep whole; a stack without
- * such a frame is kept whole), merging rows that become equal. out must be empty. */
+ * such a frame is kept whole), merging rows that become equal; the frame table is
+ * copied. out must be empty. */
 int nupp_sample_set_filter(const struct nupp_sample_set *in, const char *zone_prefix, const char *root,
 			   struct nupp_sample_set *out);
 

@@ -7,7 +7,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import zlib from 'node:zlib';
 import { createRequire } from 'node:module';
-import { truth, check } from './truth.mjs';
+import { truth, check, display, nameBytes } from './truth.mjs';
 
 const [profile, file] = process.argv.slice(2);
 const t = truth(profile);
@@ -44,11 +44,21 @@ for (const [nm, f] of t.frames) {
   check(incl.get(nm) === f.total, `${nm}: ${incl.get(nm)} samples in total, want ${f.total}`);
   check((self.get(nm) || 0) === f.self, `${nm}: ${self.get(nm) || 0} self samples, want ${f.self}`);
 }
-// Files and lines where the frame names carry them ("states.lua:0" is the main chunk, line 0).
+// Start lines: a function's first line from the profile's frame table (meta.frames, the
+// lowest when a name stands for several functions); without one, where the frame name
+// carries it ("states.lua:0" is the main chunk, line 0). Files from the frame names.
+const table = Object.fromEntries(Object.entries(t.doc.meta.frames || {}).map(([k, v]) => [display(nameBytes(k)), v]));
 for (const f of p.function) {
   const nm = str(f.name), m = /^(.*):(\d+)$/.exec(nm), c = /^([^\[].*?):[^:]+$/.exec(nm);
   if (c) check(str(f.filename) === c[1], `${nm}: file ${str(f.filename)}, want ${c[1]}`);
-  if (m) check(Number(f.startLine) === Number(m[2]), `${nm}: start line ${f.startLine}`);
+  if (table[nm]) {
+    const want = Math.min(...table[nm].map((e) => e.firstLine));
+    check(Number(f.startLine) === want, `${nm}: start line ${f.startLine}, want ${want} (meta.frames)`);
+  } else if (m && !t.doc.meta.lines) {
+    check(Number(f.startLine) === Number(m[2]), `${nm}: start line ${f.startLine}`);
+  } else {
+    check(Number(f.startLine) === 0, `${nm}: start line ${f.startLine}, want 0 (not in meta.frames)`);
+  }
 }
 // When: time_nanos is meta.startTime in Unix nanoseconds, duration_nanos is durationSec.
 const st = t.doc.meta.startTime, whole = Math.floor(st || 0);

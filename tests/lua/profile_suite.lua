@@ -226,7 +226,11 @@ zone("frame") work_a(0.3) zone()
 r = s:stop(json)
 local ffi = require("ffi")
 pcall(ffi.cdef, "int getpid(void);")
-local py = io.popen("python3 - " .. json .. " " .. r.samples .. " " .. ffi.C.getpid() .. [[ <<'PY'
+-- spin's lines as LuaJIT itself gives them: the bpf backend's frame table (meta.frames,
+-- made in its helper process) says where the function of frame "profile_suite.lua:spin" is.
+local spin_info = debug.getinfo(spin, "S")
+local py = io.popen("python3 - " .. json .. " " .. r.samples .. " " .. ffi.C.getpid() .. " " .. spin_info.linedefined
+  .. " " .. spin_info.lastlinedefined .. [[ <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))
 assert d["version"] == 1
@@ -238,6 +242,9 @@ assert m["backend"] in ("bpf", "vm")
 assert any(s["zonePath"] == "frame" for s in d["samples"])
 for s in d["samples"]:
     assert s["count"] == s["compiled"] + s["interpreted"] + s["cCode"] + s["collecting"] + s["compiling"]
+if m["backend"] == "bpf":
+    spin = m["frames"].get("profile_suite.lua:spin")
+    assert spin == [{"file": "profile_suite.lua", "firstLine": int(sys.argv[4]), "lastLine": int(sys.argv[5])}], spin
 print("json ok", m["backend"])
 PY]])
 local out = py:read("*a")

@@ -192,6 +192,58 @@ START_TEST(builtins_c_functions_and_separators)
 }
 END_TEST
 
+/* The frame table entry of name: exactly one, in file, on lines first..last. */
+static void expect_frame(const struct nupp_frame_table *t, const char *name, const char *file, int first, int last)
+{
+	const struct nupp_frame_info *fi = nupp_frame_table_find(t, name, strlen(name));
+
+	ck_assert_msg(fi != NULL, "no frame table entry for %s", name);
+	ck_assert_str_eq(fi->file, file);
+	ck_assert_int_eq(fi->first_line, first);
+	ck_assert_int_eq(fi->last_line, last);
+	ck_assert_ptr_null(nupp_frame_table_next(t, fi));
+}
+
+START_TEST(named_lua_frames_record_their_functions_lines)
+{
+	struct nupp_frame_table t = { 0 };
+	struct nupp_sym *ls = nupp_sym_new(getpid(), &luajit_bpf_layout, true, self_read, NULL);
+	struct nupp_smp_frame f = { 0 }, c = lua_frame(pcaller, nth_op(pcaller, BC_CALL, 1), FRAME_LUA);
+	char b[256];
+
+	nupp_sym_set_frames(sym, &t);
+	name_of(pfoo, nth_op(pcaller, BC_CALL, 0), FRAME_LUA, b, sizeof(b));
+	name_of(pm, nth_op(pcaller, BC_CALL, 2), FRAME_LUA, b, sizeof(b));
+	name_of(pm, nth_op(pcaller, BC_CALL, 3), FRAME_LUA, b, sizeof(b)); /* the same entry again */
+	f = lua_frame(pcaller, -1, FRAME_LUA);
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, 0, b, sizeof(b)), 0);
+	/* builtins and C functions have no lines */
+	f.kind = NUPP_SMP_FF;
+	f.ptr = 20;
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, 0, b, sizeof(b)), 0);
+	f.kind = NUPP_SMP_C;
+	f.ptr = (__u64)(uintptr_t)test_cfunc_marker;
+	ck_assert_int_eq(nupp_sym_frame(sym, &f, NULL, 0, b, sizeof(b)), 0);
+	ck_assert_int_eq(nupp_sym_set_frames(sym, NULL), 0);
+	/* the chunk's lines: foo on 1, t.m on 3, caller from 6 to its "end" on 13 */
+	ck_assert_uint_eq(t.n, 3);
+	expect_frame(&t, "symtest:foo", "symtest", 1, 1);
+	expect_frame(&t, "symtest:m", "symtest", 3, 3);
+	expect_frame(&t, "symtest:6", "symtest", 6, 13);
+	/* in lines mode, a frame named by its current line: the function holding it */
+	nupp_sym_set_frames(ls, &t);
+	ck_assert_int_eq(nupp_sym_frame(ls, &c, NULL, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:8");
+	nupp_sym_set_frames(ls, NULL);
+	expect_frame(&t, "symtest:8", "symtest", 6, 13);
+	/* not recording: nothing added */
+	name_of(pgfoo, nth_op(pcaller, BC_CALL, 1), FRAME_LUA, b, sizeof(b));
+	ck_assert_uint_eq(t.n, 4);
+	nupp_frame_table_free(&t);
+	nupp_sym_free(ls);
+}
+END_TEST
+
 START_TEST(stacks_join_outermost_first)
 {
 	struct nupp_smp_frame fr[2];
@@ -645,6 +697,7 @@ int main(void)
 	tcase_add_test(tc, names_fall_back_to_firstline);
 	tcase_add_test(tc, lines_mode_names_the_current_line);
 	tcase_add_test(tc, builtins_c_functions_and_separators);
+	tcase_add_test(tc, named_lua_frames_record_their_functions_lines);
 	tcase_add_test(tc, stacks_join_outermost_first);
 	tcase_add_test(tc, a_reused_address_is_refused);
 	tcase_add_test(tc, module_names_strip_like_jit_p);

@@ -104,6 +104,13 @@ static void sample_profile(struct nupp_profile *p, struct nupp_sample_set *s, st
 	add(s, "frame", "pmain;caf\xe9.lua:0;[C]:pcall;x.lua:g", 5, 'N');
 	add(s, "", "pmain;caf\xe9.lua:0", 2, 'C');
 	s->lost[NUPP_LOST_TRUNCATED] = 3;
+	/* The frame table: a non-UTF-8 name that stands for two functions (added out of
+	 * order, and one twice), and one that stands for one. */
+	ck_assert_int_eq(nupp_frame_table_add(&s->frames, "caf\xe9.lua:t[\"k\xff\"]", "caf\xe9.lua", 12, 14), 0);
+	ck_assert_int_eq(nupp_frame_table_add(&s->frames, "x.lua:g", "x.lua", 1, 2), 0);
+	ck_assert_int_eq(nupp_frame_table_add(&s->frames, "caf\xe9.lua:t[\"k\xff\"]", "caf\xe9.lua", 3, 9), 0);
+	ck_assert_int_eq(nupp_frame_table_add(&s->frames, "x.lua:g", "x.lua", 1, 2), 0);
+	ck_assert_uint_eq(s->frames.n, 3);
 	nupp_sample_set_sort(s);
 	ck_assert_int_eq(nupp_abort_set_add(a, NUPP_SEV_WARN, "NYI: bytecode FNEW", "caf\xe9.lua:3", "", 4), 0);
 	a->total_aborts = 4;
@@ -120,6 +127,7 @@ START_TEST(json_round_trip_is_byte_for_byte)
 	struct nupp_sample_set s = { 0 };
 	struct nupp_abort_set a = { 0 };
 	struct nupp_profile p, q = { 0 }, r = { 0 };
+	const struct nupp_frame_info *fi;
 	size_t l1, l2, l3;
 	char *j1, *j2, *j3;
 
@@ -133,6 +141,23 @@ START_TEST(json_round_trip_is_byte_for_byte)
 	ck_assert_str_eq(q.aborts.rows[0].location, "caf\xe9.lua:3");
 	ck_assert_uint_eq(q.aborts.total_aborts, 4);
 	ck_assert_int_eq(q.meta.pids[0], 4242);
+	/* The frame table reads back: the bytes of the names, each name's functions by
+	 * first line. */
+	ck_assert_uint_eq(q.samples.frames.n, 3);
+	fi = nupp_frame_table_find(&q.samples.frames, "caf\xe9.lua:t[\"k\xff\"]", strlen("caf\xe9.lua:t[\"k\xff\"]"));
+	ck_assert_ptr_nonnull(fi);
+	ck_assert_str_eq(fi->file, "caf\xe9.lua");
+	ck_assert_int_eq(fi->first_line, 3);
+	ck_assert_int_eq(fi->last_line, 9);
+	fi = nupp_frame_table_next(&q.samples.frames, fi);
+	ck_assert_ptr_nonnull(fi);
+	ck_assert_int_eq(fi->first_line, 12);
+	ck_assert_int_eq(fi->last_line, 14);
+	ck_assert_ptr_null(nupp_frame_table_next(&q.samples.frames, fi));
+	fi = nupp_frame_table_find(&q.samples.frames, "x.lua:gh", 7); /* a prefix of a longer name */
+	ck_assert_ptr_nonnull(fi);
+	ck_assert_str_eq(fi->name, "x.lua:g");
+	ck_assert_ptr_null(nupp_frame_table_find(&q.samples.frames, "x.lua:g2", 8));
 	j2 = render(&q, NUPP_FMT_JSON, NULL, &l2);
 	ck_assert_uint_eq(l1, l2);
 	ck_assert_mem_eq(j1, j2, l1);
@@ -186,6 +211,15 @@ START_TEST(malformed_input_is_named_with_its_position)
 	expect_bad("{\"version\":1,\"meta\":{},\"samples\":[{\"zonePath\":\"\",\"stack\":\"a\\u0000b\",\"count\":1}]}",
 		   -EINVAL, "in.json:1:");
 	expect_bad("{\"version\":1,\"meta\":{\"pids\":[\"x\"]},\"samples\":[]}", -EINVAL, "meta.pids[0]");
+	expect_bad("{\"version\":1,\"meta\":{\"frames\":[]},\"samples\":[]}", -EINVAL,
+		   "meta.frames: expected an object of frame names");
+	expect_bad("{\"version\":1,\"meta\":{\"frames\":{\"m:f\":{}}},\"samples\":[]}", -EINVAL,
+		   "meta.frames[\"m:f\"]: expected an array of functions");
+	expect_bad("{\"version\":1,\"meta\":{\"frames\":{\"m:f\":[{\"firstLine\":1,\"lastLine\":2}]}},\"samples\":[]}",
+		   -EINVAL, "meta.frames[\"m:f\"][0].file: missing");
+	expect_bad("{\"version\":1,\"meta\":{\"frames\":{\"m:f\":[{\"file\":\"m\",\"firstLine\":-1,\"lastLine\":2}]}},"
+		   "\"samples\":[]}",
+		   -EINVAL, "meta.frames[\"m:f\"][0].firstLine: expected a non-negative integer");
 	expect_bad("{\"version\":1,\"version\":1}", -EINVAL, "duplicate object key");
 	expect_bad("a;b 1\nc;d x\n", -EINVAL, "in.json: line 2: the count is not a whole number");
 	expect_bad("a;b 1\nnocount\n", -EINVAL, "line 2: expected");
