@@ -201,8 +201,10 @@ __noinline int smp_host(__u32 buf, __u32 tgid, __u32 tid, __u64 ip)
 	return 0;
 }
 
-/* bpf_loop callback: one frame of the walk. */
-static long smp_walk_cb(__u32 i, void *ctx)
+/* One frame of the walk of this CPU's scratch: 1 when the walk is over. A global
+ * function: the verifier checks it once, on its own, instead of once for every state in
+ * which smp_sample reaches bpf_loop (each attempt, each start mode). */
+__noinline int smp_walk_frame(void)
 {
 	__u32 zero = 0;
 	struct smp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
@@ -212,17 +214,77 @@ static long smp_walk_cb(__u32 i, void *ctx)
 	return nupp_walk_step(&s->w, &s->lo);
 }
 
+/* bpf_loop callback: one frame of the walk. */
+static long smp_walk_cb(__u32 i, void *ctx)
+{
+	return smp_walk_frame() ? 1 : 0;
+}
+
+/* One walk of the stack of VM g on the sampled thread (registers r) into this CPU's
+ * scratch, whose layout and cache tags are set, from the start base how; sets *vmstate
+ * once the VM's state is read. Returns 1 when the walk gave a stack, else 0 (the result
+ * is in the scratch's walk). A global function: the verifier checks it once, on its own,
+ * not once for each attempt and each state its caller reaches it in. */
+__noinline int smp_walk_try(const struct nupp_walk_regs *r, __u64 g, __u32 how, __s32 *vmstate)
+{
+	__u32 zero = 0;
+	struct smp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	__s32 vms = 0;
+	int err;
+
+	if (!s || !r || !vmstate)
+		return 0;
+	vms = *vmstate;
+	err = nupp_walk_start(&s->w, &s->lo, g, r, max_depth, how, &vms);
+	*vmstate = vms;
+	if (err) {
+		s->w.result = err;
+		return 0;
+	}
+	if (s->w.mode == NUPP_WALK_TRACE)
+		nupp_walk_trace(&s->w, &s->lo, vms, r->ip);
+	bpf_loop(NUPP_WALK_MAX_ITER(max_depth), smp_walk_cb, NULL, 0);
+	if (s->w.result == NUPP_WALK_RUN)
+		nupp_walk_cut(&s->w); /* out of iterations: a cut stack */
+	if (s->w.result == NUPP_WALK_DONE && !s->w.st.depth)
+		s->w.result = NUPP_WALK_BAD_FRAME; /* no frame at all is not a stack */
+	return s->w.result == NUPP_WALK_DONE;
+}
+
+/* Walks the stack of VM g on the sampled thread into this CPU's scratch: the start
+ * rules, then a retry from another base when the first walk fails. Leaves the result in
+ * the scratch's walk; returns the VM's vmstate (0 when it could not be read). */
+static __always_inline __s32 smp_walk(struct smp_scratch *s, const struct nupp_walk_regs *r, __u64 g)
+{
+	__u32 attempt, how = NUPP_WALK_BASE_AUTO;
+	__s32 vmstate = 0;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		if (smp_walk_try(r, g, how, &vmstate))
+			break;
+		how = nupp_walk_retry(&s->w, &s->lo, vmstate, attempt, r->ip);
+		if (!how)
+			break;
+	}
+	return vmstate;
+}
+
 /* Picks the VM the sampled thread runs: the one whose DISPATCH is r14 when the IP is in
  * the interpreter; else (C code, a trace, the GC, the JIT) the only open VM, which
  * nupp_walk_start proves by its C frame on the thread's stack, or with several VMs the
  * one whose C frame is there. Also sets r->stk_top. Returns the slot, NUPP_SMP_MAX_VMS
- * for none (the thread runs host code). */
-static __always_inline __u32 smp_pick_vm(struct nupp_smp_proc *p, struct nupp_walk_regs *r, __u32 tid, __u64 *g)
+ * for none (the thread runs host code). A global function: verified once. */
+__noinline __u32 smp_pick_vm(struct nupp_smp_proc *p, struct nupp_walk_regs *r, __u32 tid, __u64 *g)
 {
-	__u64 cand = r->r14 + (__s64)p->lo.gg_disp2g, only = 0, L = 0, cf = 0;
-	__u32 i, n = p->nvm, live = 0, only_i = 0;
-	int in_vm = r->ip >= p->lo.vm_begin && r->ip < p->lo.vm_end;
+	__u64 cand, only = 0, L = 0, cf = 0;
+	__u32 i, n, live = 0, only_i = 0;
+	int in_vm;
 
+	if (!p || !r || !g)
+		return NUPP_SMP_MAX_VMS;
+	cand = r->r14 + (__s64)p->lo.gg_disp2g;
+	n = p->nvm;
+	in_vm = r->ip >= p->lo.vm_begin && r->ip < p->lo.vm_end;
 	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
 		__u64 gi = p->g[i];
 
@@ -234,7 +296,7 @@ static __always_inline __u32 smp_pick_vm(struct nupp_smp_proc *p, struct nupp_wa
 			*g = cand;
 			return i;
 		}
-		live++;
+		live = live ? 2 : 1; /* one, or more (fewer states for the verifier) */
 		only = gi;
 		only_i = i;
 	}
@@ -275,9 +337,8 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	struct nupp_walk_regs r = {};
 	struct nupp_smp_count_key key = {};
 	struct nupp_smp_count *c, init = {};
-	__s32 vmstate = 0;
+	__s32 vmstate;
 	__u64 pgen;
-	__u32 attempt, how = NUPP_WALK_BASE_AUTO;
 	__u8 fc_ok;
 	int err;
 
@@ -318,25 +379,7 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	s->w.fc_tag = (fc_epoch << 22) | (tgid & 0x3fffff);
 	/* The trace lifetime probes are attached with luajit:proto_free (fc_ok). */
 	s->w.tc_tag = ((fc_epoch + tc_epoch) << 22) | (tgid & 0x3fffff);
-	for (attempt = 0; attempt < 2; attempt++) {
-		err = nupp_walk_start(&s->w, &s->lo, g, &r, max_depth, how, &vmstate);
-		if (err) {
-			s->w.result = err;
-		} else {
-			if (s->w.mode == NUPP_WALK_TRACE)
-				nupp_walk_trace(&s->w, &s->lo, vmstate, r.ip);
-			bpf_loop(NUPP_WALK_MAX_ITER(max_depth), smp_walk_cb, NULL, 0);
-			if (s->w.result == NUPP_WALK_RUN)
-				nupp_walk_cut(&s->w); /* out of iterations: a cut stack */
-			if (s->w.result == NUPP_WALK_DONE && !s->w.st.depth)
-				s->w.result = NUPP_WALK_BAD_FRAME; /* no frame at all is not a stack */
-			if (s->w.result == NUPP_WALK_DONE)
-				break;
-		}
-		how = nupp_walk_retry(&s->w, &s->lo, vmstate, attempt, r.ip);
-		if (!how)
-			break;
-	}
+	vmstate = smp_walk(s, &r, g);
 	if (s->w.result == NUPP_WALK_NOT_RUNNING)
 		return smp_host(buf, tgid, tid, r.ip); /* this thread does not run the VM now */
 	if (s->w.result != NUPP_WALK_DONE) {
