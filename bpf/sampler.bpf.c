@@ -407,9 +407,9 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 
 /* -- VM and trace lifetime (USDT) ------------------------------------------------ */
 
-/* Sends a lifetime event to userspace. */
+/* Sends a lifetime event to userspace, waking the reader as wake says (ringbuf flags). */
 static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, __u64 mcode, __u32 traceno,
-				       struct nupp_smp_proc *p, __u64 pgen)
+				       struct nupp_smp_proc *p, __u64 pgen, __u64 wake)
 {
 	struct nupp_smp_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 
@@ -427,9 +427,7 @@ static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, 
 	ev->mcode = mcode;
 	ev->traceno = traceno;
 	ev->pad = 0;
-	/* Woken now: after prototype events sent without a wake-up, a default submit does
-	 * not wake the reader, who must read a new trace while the process lives. */
-	bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
+	bpf_ringbuf_submit(ev, wake);
 }
 
 /* The generation a trace free ends (0 while the layout is unknown: no sample yet). */
@@ -492,7 +490,7 @@ int BPF_USDT(nupp_smp_vm_open, __u64 g, __u64 L, __u64 layout)
 	}
 sent:
 	__sync_fetch_and_add(&fc_epoch, 1);
-	smp_event(NUPP_SMP_EV_VM_OPEN, tgid, g, 0, 0, 0, 0, 0);
+	smp_event(NUPP_SMP_EV_VM_OPEN, tgid, g, 0, 0, 0, 0, 0, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -515,7 +513,7 @@ int BPF_USDT(nupp_smp_vm_close, __u64 g)
 		}
 	}
 	__sync_fetch_and_add(&fc_epoch, 1);
-	smp_event(NUPP_SMP_EV_VM_CLOSE, tgid, g, 0, 0, 0, 0, 0);
+	smp_event(NUPP_SMP_EV_VM_CLOSE, tgid, g, 0, 0, 0, 0, 0, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -910,8 +908,10 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 	__sync_fetch_and_add(&tc_epoch, 1);
 	b = bpf_map_lookup_elem(&trace_buf, &zero);
 	if (!b || !p->layout_ok) {
+		/* Woken now: after prototype events sent without a wake-up, a default submit
+		 * does not wake the reader, who must read a new trace while the process lives. */
 		__sync_fetch_and_add(&tcopy[NUPP_SMP_TC_NOLAYOUT], 1);
-		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, p->pgen);
+		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, p->pgen, BPF_RB_FORCE_WAKEUP);
 		return 0;
 	}
 	b->ev.h.kind = NUPP_SMP_EV_TRACE_STOP;
@@ -945,29 +945,6 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 	return 0;
 }
 
-/* A trace free or flush event, sent without waking the reader (see above); lost: the
- * process's names start over (the generation it ends is not known). */
-static __always_inline void smp_trace_gone(__u32 kind, __u32 tgid, __u64 g, __u64 T, __u64 mcode, __u32 traceno,
-					   struct nupp_smp_proc *p)
-{
-	struct nupp_smp_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
-	__u64 gen = smp_trace_gen(p);
-
-	if (!ev) {
-		__sync_fetch_and_add(&p->nlost, 1);
-		return;
-	}
-	ev->pgen = gen;
-	ev->kind = kind;
-	ev->tgid = tgid;
-	ev->g = g;
-	ev->trace = T;
-	ev->mcode = mcode;
-	ev->traceno = traceno;
-	ev->pad = 0;
-	bpf_ringbuf_submit(ev, smp_proto_wakeup());
-}
-
 /* luajit:trace_free(g, T, traceno, mcode): the trace's cache entry dies after a drain,
  * and at once in the samplers' trace caches. */
 SEC("usdt")
@@ -979,7 +956,9 @@ int BPF_USDT(nupp_smp_trace_free, __u64 g, __u64 T, __u32 traceno, __u64 mcode)
 
 	if (p) {
 		__sync_fetch_and_add(&tc_epoch, 1);
-		smp_trace_gone(NUPP_SMP_EV_TRACE_FREE, tgid, g, T, mcode, traceno, p);
+		/* Sent without waking the reader (see trace_stop); lost: the process's names
+		 * start over (the generation it ends is not known). */
+		smp_event(NUPP_SMP_EV_TRACE_FREE, tgid, g, T, mcode, traceno, p, smp_trace_gen(p), smp_proto_wakeup());
 	}
 	return 0;
 }
@@ -994,7 +973,7 @@ int BPF_USDT(nupp_smp_trace_flush, __u64 g)
 
 	if (p) {
 		__sync_fetch_and_add(&tc_epoch, 1);
-		smp_trace_gone(NUPP_SMP_EV_TRACE_FLUSH, tgid, g, 0, 0, 0, p);
+		smp_event(NUPP_SMP_EV_TRACE_FLUSH, tgid, g, 0, 0, 0, p, smp_trace_gen(p), smp_proto_wakeup());
 	}
 	return 0;
 }
