@@ -697,6 +697,9 @@ struct smp_trace_buf {
 	__u64 gcvmask;
 };
 
+/* The kernel refuses a per-CPU map value over 32 KB (PCPU_MIN_UNIT_SIZE). */
+_Static_assert(sizeof(struct smp_trace_buf) <= 32768, "trace_buf's value is too large for a per-CPU map");
+
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
