@@ -45,6 +45,8 @@ __u64 fc_epoch = 1;
 /* Trace cache epoch: bumped by every trace stopped, freed or flushed in a target; the
  * trace cache's tag is made of both epochs (their sum grows when either does). */
 __u64 tc_epoch = 0;
+/* Outcomes of luajit:trace_stop (enum nupp_smp_tcopy): copies sent, and why not. */
+__u64 tcopy[NUPP_SMP_TC_N] = {};
 
 /* -- Maps (sizes set at run time by user/sampler.c) ------------------------------ */
 
@@ -448,9 +450,9 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 
 /* -- VM and trace lifetime (USDT) ------------------------------------------------ */
 
-/* Sends a lifetime event to userspace. */
+/* Sends a lifetime event to userspace, waking the reader as wake says (ringbuf flags). */
 static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, __u64 mcode, __u32 traceno,
-				       struct nupp_smp_proc *p, __u64 pgen)
+				       struct nupp_smp_proc *p, __u64 pgen, __u64 wake)
 {
 	struct nupp_smp_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
 
@@ -468,9 +470,7 @@ static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, 
 	ev->mcode = mcode;
 	ev->traceno = traceno;
 	ev->pad = 0;
-	/* Woken now: after prototype events sent without a wake-up, a default submit does
-	 * not wake the reader, who must read a new trace while the process lives. */
-	bpf_ringbuf_submit(ev, BPF_RB_FORCE_WAKEUP);
+	bpf_ringbuf_submit(ev, wake);
 }
 
 /* The generation a trace free ends (0 while the layout is unknown: no sample yet). */
@@ -533,7 +533,7 @@ int BPF_USDT(nupp_smp_vm_open, __u64 g, __u64 L, __u64 layout)
 	}
 sent:
 	__sync_fetch_and_add(&fc_epoch, 1);
-	smp_event(NUPP_SMP_EV_VM_OPEN, tgid, g, 0, 0, 0, 0, 0);
+	smp_event(NUPP_SMP_EV_VM_OPEN, tgid, g, 0, 0, 0, 0, 0, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -556,7 +556,7 @@ int BPF_USDT(nupp_smp_vm_close, __u64 g)
 		}
 	}
 	__sync_fetch_and_add(&fc_epoch, 1);
-	smp_event(NUPP_SMP_EV_VM_CLOSE, tgid, g, 0, 0, 0, 0, 0);
+	smp_event(NUPP_SMP_EV_VM_CLOSE, tgid, g, 0, 0, 0, 0, 0, BPF_RB_FORCE_WAKEUP);
 	return 0;
 }
 
@@ -723,10 +723,14 @@ lost:
 
 /* -- Trace copies (luajit:trace_stop) ---------------------------------------------- */
 
-/* Per-CPU scratch of a trace_stop event: the event as sent, and what the scan of its
- * snapshot map needs (layout values and the offsets of the trace's arrays in the copy). */
+#define SMP_FN_SLOTS (2 * NUPP_SMP_TRACE_FNS) /* hash of fn[]: never more than half full */
+
+/* Per-CPU scratch of a trace_stop event: the event as sent, the function table, and what
+ * the scan of its snapshot map needs (layout values, offsets of the trace's arrays). */
 struct smp_trace_buf {
 	struct nupp_smp_trace_event ev;
+	struct nupp_smp_trace_fn fn[NUPP_SMP_TRACE_FNS]; /* the functions, sent after the trace */
+	__u8 fn_slot[SMP_FN_SLOTS]; /* index + 1 in fn[] of a function by hash; 0: free */
 	__u8 tmp[256]; /* a GCfunc's or GCproto's header */
 	__u32 map_ofs, nmap, irk_ofs, nk, nins;
 	__u32 snap_frame, ir_kgc, ir_o, ir_size;
@@ -735,6 +739,9 @@ struct smp_trace_buf {
 	__u8 gct_func, ff_lua, ff_c, fr2;
 	__u64 gcvmask;
 };
+
+/* The kernel refuses a per-CPU map value over 32 KB (PCPU_MIN_UNIT_SIZE). */
+_Static_assert(sizeof(struct smp_trace_buf) <= 32768, "trace_buf's value is too large for a per-CPU map");
 
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -761,22 +768,28 @@ static __always_inline __u64 smp_tb_get(const __u8 *base, __u32 ofs, __u32 max, 
 	return v;
 }
 
-/* Adds GCfunc* fn to the event's table once. */
+/* Adds GCfunc* fn to the event's table once (open addressing on its address: a trace's
+ * map names the same few functions in snapshot after snapshot). */
 static __always_inline void smp_tb_add_fn(struct smp_trace_buf *b, __u64 fn)
 {
-	__u32 i, n = b->ev.nfn;
+	__u32 h = (__u32)(((fn >> 3) * 0x9e3779b97f4a7c15ull) >> 57), i, k = 0, n = b->ev.nfn, x;
 
-	for (i = 0; i < NUPP_SMP_TRACE_FNS; i++) {
-		if (i >= n)
+	if (n > NUPP_SMP_TRACE_FNS)
+		return; /* already more than fit */
+	for (i = 0; i < SMP_FN_SLOTS; i++) {
+		k = (h + i) & (SMP_FN_SLOTS - 1);
+		x = b->fn_slot[k];
+		if (!x)
 			break;
-		if (b->ev.fn[i].fn == fn)
+		if (b->fn[(x - 1) & (NUPP_SMP_TRACE_FNS - 1)].fn == fn)
 			return;
 	}
-	if (n >= NUPP_SMP_TRACE_FNS) {
+	if (n >= NUPP_SMP_TRACE_FNS || i >= SMP_FN_SLOTS) {
 		b->ev.nfn = NUPP_SMP_TRACE_FNS + 1; /* more than fit */
 		return;
 	}
-	b->ev.fn[n & (NUPP_SMP_TRACE_FNS - 1)].fn = fn;
+	b->fn[n & (NUPP_SMP_TRACE_FNS - 1)].fn = fn;
+	b->fn_slot[k] = (__u8)(n + 1);
 	b->ev.nfn = n + 1;
 }
 
@@ -828,7 +841,7 @@ static long smp_trace_fn_cb(__u32 i, void *ctx)
 
 	if (!b || i >= b->ev.nfn || i >= NUPP_SMP_TRACE_FNS)
 		return 1;
-	f = &b->ev.fn[i & (NUPP_SMP_TRACE_FNS - 1)];
+	f = &b->fn[i & (NUPP_SMP_TRACE_FNS - 1)];
 	f->kind = 0;
 	if (!f->fn)
 		goto proto; /* the start prototype: ptr is set */
@@ -859,14 +872,15 @@ proto:
 }
 
 /* Copies trace T (one block from T to the end of its snapshot map) and names the
- * functions of its frames; b->ev.size stays 0 if the trace is not one block or too large. */
-static __always_inline void smp_trace_copy(struct smp_trace_buf *b, const struct nupp_lj_layout *lo, __u64 T)
+ * functions of its frames; returns the outcome (enum nupp_smp_tcopy): b->ev.size stays 0
+ * unless the trace was copied (NUPP_SMP_TC_COPIED, or _FNS: the functions did not fit). */
+static __always_inline __u32 smp_trace_copy(struct smp_trace_buf *b, const struct nupp_lj_layout *lo, __u64 T)
 {
 	__u64 ir, snap, snapmap, irk, end, hsize = lo->T_size;
 	__u32 nsnap, nmap, size;
 
 	if (hsize > 512 || hsize < 16 || bpf_probe_read_user(b->ev.data, hsize & 511, (const void *)T))
-		return;
+		return NUPP_SMP_TC_HDRFAULT;
 	b->ev.h.mcode = smp_tb_get(b->ev.data, lo->T_mcode, 512, 8);
 	ir = smp_tb_get(b->ev.data, lo->T_ir, 512, 8);
 	snap = smp_tb_get(b->ev.data, lo->T_snap, 512, 8);
@@ -879,11 +893,15 @@ static __always_inline void smp_trace_copy(struct smp_trace_buf *b, const struct
 	end = snapmap + (__u64)nmap * 4;
 	/* One block after the header (trace_save): IR, then snapshots, then the map. */
 	if (b->nk > b->nins || irk < T + hsize || irk > T + hsize + 8 || snap < irk || snapmap < snap ||
-	    snap + (__u64)nsnap * lo->snap_size > snapmap || end - T > NUPP_SMP_TRACE_MAX)
-		return;
+	    snap + (__u64)nsnap * lo->snap_size > snapmap)
+		return NUPP_SMP_TC_SHAPE;
+	if (end - T > NUPP_SMP_TRACE_MAX)
+		return NUPP_SMP_TC_TOOBIG;
 	size = (__u32)(end - T);
-	if (size > NUPP_SMP_TRACE_MAX || bpf_probe_read_user(b->ev.data, size, (const void *)T))
-		return;
+	if (size > NUPP_SMP_TRACE_MAX)
+		return NUPP_SMP_TC_TOOBIG;
+	if (bpf_probe_read_user(b->ev.data, size, (const void *)T))
+		return NUPP_SMP_TC_FAULT;
 	b->ev.size = size;
 	b->map_ofs = (__u32)(snapmap - T);
 	b->nmap = nmap;
@@ -907,12 +925,15 @@ static __always_inline void smp_trace_copy(struct smp_trace_buf *b, const struct
 	b->gct_func = lo->gct_func;
 	b->ff_lua = lo->ff_lua;
 	b->ff_c = lo->ff_c;
+	__builtin_memset(b->fn_slot, 0, sizeof(b->fn_slot));
 	bpf_loop(NUPP_SMP_TRACE_MAX / 4, smp_trace_scan_cb, NULL, 0);
 	/* The start prototype too (fn 0), whose bytecode a snapshot may need. */
 	smp_tb_add_fn(b, 0);
-	if (b->ev.nfn <= NUPP_SMP_TRACE_FNS)
-		b->ev.fn[(b->ev.nfn - 1) & (NUPP_SMP_TRACE_FNS - 1)].ptr = smp_tb_get(b->ev.data, lo->T_startpt, 512, 8);
+	if (b->ev.nfn > NUPP_SMP_TRACE_FNS)
+		return NUPP_SMP_TC_FNS;
+	b->fn[(b->ev.nfn - 1) & (NUPP_SMP_TRACE_FNS - 1)].ptr = smp_tb_get(b->ev.data, lo->T_startpt, 512, 8);
 	bpf_loop(NUPP_SMP_TRACE_FNS, smp_trace_fn_cb, NULL, 0);
+	return NUPP_SMP_TC_COPIED;
 }
 
 /* luajit:trace_stop(g, traceno, T, loc, link, linktype): a new trace, sent with a copy
@@ -924,7 +945,7 @@ static __always_inline void smp_trace_copy(struct smp_trace_buf *b, const struct
 SEC("usdt")
 int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, size;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, size, why, nfn;
 	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct smp_trace_buf *b;
 
@@ -933,7 +954,10 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 	__sync_fetch_and_add(&tc_epoch, 1);
 	b = bpf_map_lookup_elem(&trace_buf, &zero);
 	if (!b || !p->layout_ok) {
-		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, p->pgen);
+		/* Woken now: after prototype events sent without a wake-up, a default submit
+		 * does not wake the reader, who must read a new trace while the process lives. */
+		__sync_fetch_and_add(&tcopy[NUPP_SMP_TC_NOLAYOUT], 1);
+		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, p->pgen, BPF_RB_FORCE_WAKEUP);
 		return 0;
 	}
 	b->ev.h.kind = NUPP_SMP_EV_TRACE_STOP;
@@ -946,35 +970,25 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 	b->ev.h.pgen = p->pgen;
 	b->ev.size = 0;
 	b->ev.nfn = 0;
-	smp_trace_copy(b, &p->lo, T);
+	why = smp_trace_copy(b, &p->lo, T);
 	size = b->ev.size;
 	if (size > NUPP_SMP_TRACE_MAX)
 		size = 0;
-	bpf_ringbuf_output(&events, b, offsetof(struct nupp_smp_trace_event, data) + size, smp_proto_wakeup());
-	return 0;
-}
-
-/* A trace free or flush event, sent without waking the reader (see above); lost: the
- * process's names start over (the generation it ends is not known). */
-static __always_inline void smp_trace_gone(__u32 kind, __u32 tgid, __u64 g, __u64 T, __u64 mcode, __u32 traceno,
-					   struct nupp_smp_proc *p)
-{
-	struct nupp_smp_event *ev = bpf_ringbuf_reserve(&events, sizeof(*ev), 0);
-	__u64 gen = smp_trace_gen(p);
-
-	if (!ev) {
-		__sync_fetch_and_add(&p->nlost, 1);
-		return;
+	/* The function table after the trace (only with the trace, only when whole). */
+	nfn = b->ev.nfn;
+	if (nfn > NUPP_SMP_TRACE_FNS)
+		b->ev.size = size = 0; /* not named: userspace reads it */
+	if (size) {
+		size = NUPP_SMP_TRACE_FN_OFS(size);
+		if (size > NUPP_SMP_TRACE_MAX)
+			size = NUPP_SMP_TRACE_MAX;
+		bpf_probe_read_kernel(b->ev.data + size, nfn * sizeof(struct nupp_smp_trace_fn), b->fn);
+		size += nfn * sizeof(struct nupp_smp_trace_fn);
 	}
-	ev->pgen = gen;
-	ev->kind = kind;
-	ev->tgid = tgid;
-	ev->g = g;
-	ev->trace = T;
-	ev->mcode = mcode;
-	ev->traceno = traceno;
-	ev->pad = 0;
-	bpf_ringbuf_submit(ev, smp_proto_wakeup());
+	if (bpf_ringbuf_output(&events, b, offsetof(struct nupp_smp_trace_event, data) + size, smp_proto_wakeup()))
+		why = NUPP_SMP_TC_RINGFULL;
+	__sync_fetch_and_add(&tcopy[why < NUPP_SMP_TC_N ? why : NUPP_SMP_TC_SHAPE], 1);
+	return 0;
 }
 
 /* luajit:trace_free(g, T, traceno, mcode): the trace's cache entry dies after a drain,
@@ -988,7 +1002,9 @@ int BPF_USDT(nupp_smp_trace_free, __u64 g, __u64 T, __u32 traceno, __u64 mcode)
 
 	if (p) {
 		__sync_fetch_and_add(&tc_epoch, 1);
-		smp_trace_gone(NUPP_SMP_EV_TRACE_FREE, tgid, g, T, mcode, traceno, p);
+		/* Sent without waking the reader (see trace_stop); lost: the process's names
+		 * start over (the generation it ends is not known). */
+		smp_event(NUPP_SMP_EV_TRACE_FREE, tgid, g, T, mcode, traceno, p, smp_trace_gen(p), smp_proto_wakeup());
 	}
 	return 0;
 }
@@ -1003,7 +1019,7 @@ int BPF_USDT(nupp_smp_trace_flush, __u64 g)
 
 	if (p) {
 		__sync_fetch_and_add(&tc_epoch, 1);
-		smp_trace_gone(NUPP_SMP_EV_TRACE_FLUSH, tgid, g, 0, 0, 0, p);
+		smp_event(NUPP_SMP_EV_TRACE_FLUSH, tgid, g, 0, 0, 0, p, smp_trace_gen(p), smp_proto_wakeup());
 	}
 	return 0;
 }

@@ -604,6 +604,20 @@ static void record_summary(const struct record_opts *o, const struct nupp_sample
 				o->outputs[i]);
 }
 
+/* Prints what became of the traces the target stopped: copied whole by BPF (named from
+ * the copy), or why not (then read from the target). */
+static void record_trace_copies(struct nupp_sampler *smp)
+{
+	__u64 tc[NUPP_SMP_TC_N];
+	int i;
+
+	nupp_sampler_trace_copies(smp, tc, NUPP_SMP_TC_N);
+	fprintf(stderr, "nupp-bpf: traces stopped: %llu copied by bpf; not copied:", (unsigned long long)tc[0]);
+	for (i = 1; i < NUPP_SMP_TC_N; i++)
+		fprintf(stderr, " %s %llu", nupp_sampler_tcopy_name(i), (unsigned long long)tc[i]);
+	fprintf(stderr, "\n");
+}
+
 /* Prints the kernel cost of the BPF programs (needs kernel.bpf_stats_enabled=1). */
 static void record_stats(struct nupp_sampler *smp, struct nupp_trace *tr)
 {
@@ -808,6 +822,7 @@ static int record_run(int argc, char **argv)
 	if (!ret && o.why && cli_why(prof, false, stderr))
 		ret = 1;
 	if (cli_verbose) {
+		record_trace_copies(nupp_session_sampler(ses));
 		record_stats(nupp_session_sampler(ses), nupp_session_trace(ses));
 		fprintf(stderr, "nupp-bpf: target memory reads: %llu process_vm_readv calls, %.0f/s\n",
 			(unsigned long long)nupp_vm_read_calls(),

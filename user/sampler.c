@@ -1137,6 +1137,29 @@ int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *
 	return e ? e : smp_prog_stats(s->skel->progs.nupp_smp_proto_free, run_time_ns, run_cnt);
 }
 
+/* Outcomes of luajit:trace_stop so far (the BPF tcopy[] counters). */
+int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		counts[i] = i < NUPP_SMP_TC_N ? __atomic_load_n(&s->skel->bss->tcopy[i], __ATOMIC_RELAXED) : 0;
+	return 0;
+}
+
+/* Name of trace_stop outcome i (enum nupp_smp_tcopy), or NULL. */
+const char *nupp_sampler_tcopy_name(int i)
+{
+	static const char *const names[NUPP_SMP_TC_N] = {
+		[NUPP_SMP_TC_COPIED] = "copied",     [NUPP_SMP_TC_NOLAYOUT] = "noLayout",
+		[NUPP_SMP_TC_HDRFAULT] = "hdrFault", [NUPP_SMP_TC_SHAPE] = "shape",
+		[NUPP_SMP_TC_TOOBIG] = "tooBig",     [NUPP_SMP_TC_FAULT] = "readFault",
+		[NUPP_SMP_TC_FNS] = "tooManyFns",    [NUPP_SMP_TC_RINGFULL] = "ringFull",
+	};
+
+	return i >= 0 && i < NUPP_SMP_TC_N ? names[i] : NULL;
+}
+
 /* Detaches and frees. */
 void nupp_sampler_close(struct nupp_sampler *s)
 {

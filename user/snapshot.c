@@ -1012,11 +1012,15 @@ int nupp_traces_add_event(struct nupp_traces *t, const void *data, size_t size)
 	const size_t head = offsetof(struct nupp_smp_trace_event, data);
 	struct tr_entry *e;
 
+	const struct nupp_smp_trace_fn *fns;
+
 	if (size < sizeof(struct nupp_smp_event))
 		return -EINVAL;
-	if (size < head || ev->size == 0 || ev->size > size - head || ev->size < lo->T_size ||
-	    ev->nfn > NUPP_SMP_TRACE_FNS)
+	if (size < head || ev->size == 0 || ev->size > NUPP_SMP_TRACE_MAX || ev->size < lo->T_size ||
+	    ev->nfn > NUPP_SMP_TRACE_FNS ||
+	    NUPP_SMP_TRACE_FN_OFS(ev->size) + (size_t)ev->nfn * sizeof(*fns) > size - head)
 		return nupp_traces_add(t, ev->h.trace, ev->h.traceno, ev->h.pgen);
+	fns = (const struct nupp_smp_trace_fn *)(ev->data + NUPP_SMP_TRACE_FN_OFS(ev->size));
 	if (tr_get(ev->data, lo->T_traceno, 2) != ev->h.traceno)
 		return -ESTALE;
 	if (tr_alive(t, ev->h.trace, ev->h.traceno, tr_get(ev->data, lo->T_mcode, 8)))
@@ -1031,7 +1035,7 @@ int nupp_traces_add_event(struct nupp_traces *t, const void *data, size_t size)
 		return -ENOMEM;
 	}
 	memcpy(e->raw, ev->data, ev->size);
-	memcpy(e->fns, ev->fn, ev->nfn * sizeof(*e->fns));
+	memcpy(e->fns, fns, ev->nfn * sizeof(*e->fns));
 	e->rawsize = ev->size;
 	e->nfn = ev->nfn;
 	e->next = t->b[tr_bucket(e->T)];

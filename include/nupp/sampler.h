@@ -59,6 +59,13 @@ int nupp_sampler_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cn
 /* The same for the prototype lifetime programs (luajit:proto_new and proto_free). */
 int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt);
 
+/* What became of the traces the targets stopped so far: counts[i] for outcome i of
+ * enum nupp_smp_tcopy (include/nupp/sampler_abi.h: 0 sent with a whole copy, the others
+ * why not), i < n; nupp_sampler_tcopy_name(i) names outcome i ("copied", "noLayout",
+ * ...; NULL past the last). 0 or -errno. */
+int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n);
+const char *nupp_sampler_tcopy_name(int i);
+
 /* Detaches and frees. */
 void nupp_sampler_close(struct nupp_sampler *s);
 

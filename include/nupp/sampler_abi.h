@@ -181,7 +181,7 @@ struct nupp_smp_event {
  * IR, snapshots and snapshot map, one block from T on, lj_trace.c trace_save) and the
  * identity of the functions of its snapshots' frames. */
 #define NUPP_SMP_TRACE_MAX 24576 /* bytes of the trace copied; a larger one is not copied */
-#define NUPP_SMP_TRACE_FNS 16    /* functions named; more: the rest are not */
+#define NUPP_SMP_TRACE_FNS 64    /* functions named (a power of two); more: the trace is not */
 
 /* A function of a trace's frames (a KGC constant in a frame's function slot), or with
  * fn 0 the trace's start prototype (T->startpt). */
@@ -196,14 +196,33 @@ struct nupp_smp_trace_fn {
 	__u8 pad[3];
 };
 
+/* Offset in data[] of the function table of a trace copy of size bytes. */
+#define NUPP_SMP_TRACE_FN_OFS(size) (((size) + 7u) & ~7u)
+
 /* The TRACE_STOP event: a struct nupp_smp_event (trace, traceno, mcode, pgen = the
- * generation the trace was made in), then the copy. */
+ * generation the trace was made in), then the copy: the trace (size bytes from T on),
+ * then from NUPP_SMP_TRACE_FN_OFS(size) its nfn functions. Only what is used is sent. */
 struct nupp_smp_trace_event {
 	struct nupp_smp_event h;
-	__u32 size;  /* bytes of data[] sent: the trace from T on; 0: not copied */
-	__u32 nfn;   /* fn[] entries used; NUPP_SMP_TRACE_FNS + 1: more did not fit (the trace is then read from the target) */
-	struct nupp_smp_trace_fn fn[NUPP_SMP_TRACE_FNS];
-	__u8 data[NUPP_SMP_TRACE_MAX];
+	__u32 size;  /* bytes of the trace in data[]; 0: not copied */
+	__u32 nfn;   /* functions after it; NUPP_SMP_TRACE_FNS + 1: more did not fit (none sent: the trace is then read from the target) */
+	__u8 data[NUPP_SMP_TRACE_MAX + NUPP_SMP_TRACE_FNS * sizeof(struct nupp_smp_trace_fn)];
+};
+
+/* What became of each luajit:trace_stop (the sampler's tcopy[] counters, one per
+ * outcome): sent with a whole copy, or why not. A trace without a copy is read from the
+ * target by userspace while it lives; a trace whose event was not sent at all (ring
+ * buffer full) is read when a sample first names it, if it still lives. */
+enum nupp_smp_tcopy {
+	NUPP_SMP_TC_COPIED,    /* sent with the whole trace and its functions */
+	NUPP_SMP_TC_NOLAYOUT,  /* the process's layout was not known yet */
+	NUPP_SMP_TC_HDRFAULT,  /* the GCtrace header could not be read */
+	NUPP_SMP_TC_SHAPE,     /* IR, snapshots and map are not one block after the header */
+	NUPP_SMP_TC_TOOBIG,    /* larger than NUPP_SMP_TRACE_MAX */
+	NUPP_SMP_TC_FAULT,     /* the block could not be read */
+	NUPP_SMP_TC_FNS,       /* more functions than NUPP_SMP_TRACE_FNS */
+	NUPP_SMP_TC_RINGFULL,  /* the event was not sent (ring buffer full) */
+	NUPP_SMP_TC_N
 };
 
 /* Bytes of a chunk name sent with NUPP_SMP_EV_PROTO_NEW (longer names are cut: they are

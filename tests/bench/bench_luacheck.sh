@@ -37,7 +37,9 @@ tmp=$(mktemp -d)
 busy=()
 stop_busy() { for b in "${busy[@]}"; do kill "$b" 2>/dev/null || true; done; busy=(); }
 trap 'stop_busy; rm -rf "$tmp"' EXIT
-find /usr/share/lua/5.1 /usr/share/lua/5.3 -name '*.lua' | LC_ALL=C sort | head -"$FILES" >"$tmp/files"
+# Listed whole, then cut: head closing the pipe early would fail it (pipefail).
+find /usr/share/lua/5.1 /usr/share/lua/5.3 -name '*.lua' | LC_ALL=C sort >"$tmp/all"
+head -"$FILES" "$tmp/all" >"$tmp/files"
 nfiles=$(wc -l <"$tmp/files")
 
 start_busy() {

@@ -44,8 +44,8 @@ for frames, c in rows:
 print(f"names: {total} samples, {sum3} in sum3, 0 repeated frames")
 assert sum3 * 100 >= total, f"sum3 has {sum3} of {total} samples: its frames are not decoded"
 
-# Lines: main chunk lines 22-26 (0: its first instruction; 26: the final print), var_user 14-20 (its loop 16-18), sum3 7-11. Line 6 is
-# sum3's FUNCV: the interpreter or the trace recorder can be caught on it (before the loop is compiled, after
+# Lines: main chunk lines 22-26 (0: its first instruction; 26: the final print), var_user 14-20 (its
+# loop 16-18), sum3 7-11. Line 6 is sum3's FUNCV: the interpreter or the trace recorder can be caught on it (before the loop is compiled, after
 # a trace exit), never compiled code, where it would be a second, unnamed copy of the frame.
 doc = json.load(open(sys.argv[2]))
 rows, total = load(sys.argv[2])

@@ -231,11 +231,13 @@ static size_t make_event(GCtrace *T, struct nupp_smp_trace_event *ev)
 {
 	char *end = (char *)(T->snapmap + T->nsnapmap);
 	size_t size = (size_t)(end - (char *)T);
+	struct nupp_smp_trace_fn fns[NUPP_SMP_TRACE_FNS + 1];
 	SnapNo s;
 	MSize k;
 
 	memset(ev, 0, sizeof(*ev));
-	ck_assert_uint_le(size, sizeof(ev->data));
+	memset(fns, 0, sizeof(fns));
+	ck_assert_uint_le(size, NUPP_SMP_TRACE_MAX);
 	ev->h.kind = NUPP_SMP_EV_TRACE_STOP;
 	ev->h.trace = (__u64)(uintptr_t)T;
 	ev->h.traceno = T->traceno;
@@ -257,12 +259,12 @@ static size_t make_event(GCtrace *T, struct nupp_smp_trace_event *ev)
 			if (ref >= REF_BIAS || T->ir[ref].o != IR_KGC || irt_type(T->ir[ref].t) != IRT_FUNC)
 				continue;
 			fn = ir_kfunc(&T->ir[ref]);
-			for (i = 0; i < ev->nfn && ev->fn[i].fn != (__u64)(uintptr_t)fn; i++)
+			for (i = 0; i < ev->nfn && fns[i].fn != (__u64)(uintptr_t)fn; i++)
 				;
 			if (i < ev->nfn)
 				continue;
 			ck_assert_uint_lt(ev->nfn, NUPP_SMP_TRACE_FNS);
-			f = &ev->fn[ev->nfn++];
+			f = &fns[ev->nfn++];
 			f->fn = (__u64)(uintptr_t)fn;
 			if (isluafunc(fn)) {
 				GCproto *pt = funcproto(fn);
@@ -281,7 +283,7 @@ static size_t make_event(GCtrace *T, struct nupp_smp_trace_event *ev)
 	}
 	{
 		GCproto *pt = &gcref(T->startpt)->pt;
-		struct nupp_smp_trace_fn *f = &ev->fn[ev->nfn++];
+		struct nupp_smp_trace_fn *f = &fns[ev->nfn++];
 
 		f->kind = NUPP_SMP_LUA;
 		f->ptr = (__u64)(uintptr_t)pt;
@@ -290,7 +292,9 @@ static size_t make_event(GCtrace *T, struct nupp_smp_trace_event *ev)
 		f->sizebc = pt->sizebc;
 		f->sizept = pt->sizept;
 	}
-	return offsetof(struct nupp_smp_trace_event, data) + size;
+	/* The functions follow the trace (NUPP_SMP_TRACE_FN_OFS), only those used. */
+	memcpy(ev->data + NUPP_SMP_TRACE_FN_OFS(size), fns, ev->nfn * sizeof(*fns));
+	return offsetof(struct nupp_smp_trace_event, data) + NUPP_SMP_TRACE_FN_OFS(size) + ev->nfn * sizeof(*fns);
 }
 
 /* A trace kept from its BPF copy names its samples as one read from the live trace does,
