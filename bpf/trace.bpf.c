@@ -45,9 +45,11 @@ struct {
 } aborts SEC(".maps");
 
 /* tgid -> address of the process's luajit_bpf_vmlist, whose zone_tv[i] points to the
- * current zone path id of the VM in slot i (nupp.zone writes it; include/nupp/lj_layout.h). */
+ * current zone path id of the VM in slot i (nupp.zone writes it; include/nupp/lj_layout.h).
+ * LRU: entries of processes that exited are never deleted, and a followed tree may start
+ * more processes than it holds. */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
 	__uint(max_entries, 1024);
 	__type(key, __u32);
 	__type(value, __u64);
@@ -163,6 +165,29 @@ static __always_inline void trace_count(struct nupp_trace_key *key)
 	} else if (err) {
 		__sync_fetch_and_add(&counters.map_full, 1);
 	}
+}
+
+/* luajit:vm_open(g, L, &luajit_bpf_layout): where the process's zone ids are, from its
+ * first VM on, so its first aborts get their zone before userspace has looked. The cookie
+ * is the distance from luajit_bpf_layout to luajit_bpf_vmlist in the same ELF object. */
+SEC("usdt")
+int BPF_USDT(trace_vm_open, __u64 g, __u64 L, __u64 layout)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, *v;
+	__s64 delta = (__s64)bpf_usdt_cookie(ctx);
+	__u64 vl;
+
+	if (!delta)
+		return 0;
+	if (filter_tgids) {
+		v = bpf_map_lookup_elem(&tgids, &tgid);
+		if (!v || *v != NUPP_FOLLOW_PROFILED)
+			return 0;
+	}
+	/* The image that opens a VM is the current one (an exec replaces any earlier). */
+	vl = layout + (__u64)delta;
+	bpf_map_update_elem(&vmlists, &tgid, &vl, BPF_ANY);
+	return 0;
 }
 
 /* luajit:trace_blacklist(g, LJ_USDTLoc *start, err, opcode, penalty): fires in penalty_pc

@@ -195,9 +195,9 @@ fail:
 	return NULL;
 }
 
-/* Attaches one program to one probe of binary and keeps the link. */
+/* Attaches one program to one probe of binary (opts: its cookie, or NULL) and keeps the link. */
 static int trace_attach_one(struct nupp_trace *t, struct bpf_program *prog, const char *binary, pid_t pid,
-			    const char *probe)
+			    const char *probe, const struct bpf_usdt_opts *opts)
 {
 	struct bpf_link **nl, *l;
 	int e;
@@ -206,7 +206,7 @@ static int trace_attach_one(struct nupp_trace *t, struct bpf_program *prog, cons
 	if (!nl)
 		return -ENOMEM;
 	t->links = nl;
-	l = bpf_program__attach_usdt(prog, pid, binary, "luajit", probe, NULL);
+	l = bpf_program__attach_usdt(prog, pid, binary, "luajit", probe, opts);
 	if (!l) {
 		e = -errno;
 		if (e == -ENOENT)
@@ -230,12 +230,14 @@ static bool trace_attached_wide(const struct nupp_trace *t, const char *binary)
 	return false;
 }
 
-/* Attaches the luajit:trace_abort and trace_blacklist probes of binary for pid. Once
+/* Attaches the luajit:trace_abort, trace_blacklist and vm_open probes of binary for pid. Once
  * attached for every process, attaching again (for any pid) does nothing: the probes
  * already fire there, and a second link would count each abort twice. */
 int nupp_trace_attach(struct nupp_trace *t, const char *binary, pid_t pid)
 {
+	LIBBPF_OPTS(bpf_usdt_opts, vm_open_opts);
 	size_t before = t->nlinks;
+	__u64 vl = 0, vl_size = 0, lo = 0;
 	char **nw;
 	int e;
 
@@ -257,9 +259,15 @@ int nupp_trace_attach(struct nupp_trace *t, const char *binary, pid_t pid)
 			return nupp_fail(-ENOMEM, "out of memory");
 	}
 	/* trace_abort first: a trace_blacklist event is only ever completed by an abort. */
-	e = trace_attach_one(t, t->skel->progs.trace_abort, binary, pid, "trace_abort");
+	e = trace_attach_one(t, t->skel->progs.trace_abort, binary, pid, "trace_abort", NULL);
 	if (!e)
-		e = trace_attach_one(t, t->skel->progs.trace_blacklist, binary, pid, "trace_blacklist");
+		e = trace_attach_one(t, t->skel->progs.trace_blacklist, binary, pid, "trace_blacklist", NULL);
+	/* vm_open tells the programs where the zone ids are (objects without zone slots: not needed). */
+	if (!e && nupp_elf_sym(binary, NUPP_LJ_VMLIST_SYMBOL, &vl, &vl_size) == 0 &&
+	    vl_size >= sizeof(struct nupp_lj_vmlist) && nupp_elf_sym(binary, NUPP_LJ_LAYOUT_SYMBOL, &lo, NULL) == 0) {
+		vm_open_opts.usdt_cookie = vl - lo;
+		e = trace_attach_one(t, t->skel->progs.trace_vm_open, binary, pid, "vm_open", &vm_open_opts);
+	}
 	while (e && t->nlinks > before) /* all or nothing */
 		bpf_link__destroy(t->links[--t->nlinks]);
 	if (pid == -1) {

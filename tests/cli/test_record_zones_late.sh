@@ -2,8 +2,9 @@
 # Zones of a VM that opens after the profiler attached: record -- CMD (our LuaJIT, and a
 # /bin/sh wrapper that execs it) and record -p of a C host that opens its VM late. The
 # script pushes its first zone at its first line, so a sampler that learned the VM's zone
-# id late would put early samples in "" (no zone); every sample and abort must land in
-# the zone open when it happened.
+# id late would put early samples in "" (no zone), and a trace channel that learned where
+# the zone ids are late would do the same to the aborts of the first milliseconds
+# (abort_early); every sample and abort must land in the zone open when it happened.
 . "$(dirname "$0")/../support/lib.sh"
 need_root
 
@@ -15,6 +16,7 @@ local function spin(t) local t0 = os.clock() while os.clock() - t0 < t do end en
 local function boot_work(t) spin(t) end
 local function main_work(t) spin(t) end
 local FNEW = "local s = 0 for i = 1, 3000 do s = s + (function() return i end)() end return s"
+jit.on() assert(loadstring(FNEW, "=abort_early"))() jit.off()
 boot_work(0.6)
 jit.on() assert(loadstring(FNEW, "=abort_boot"))() jit.off()
 zone()
@@ -42,6 +44,7 @@ print(sys.argv[2], by, ab)
 assert set(by.get("boot_work", {})) == {"boot"}, (sys.argv[2], by)
 assert set(by.get("main_work", {})) == {"main/loop"}, (sys.argv[2], by)
 assert by["boot_work"]["boot"] > 150 and by["main_work"]["main/loop"] > 150, (sys.argv[2], by)
+assert ab.get("abort_early:1") == "boot", (sys.argv[2], "an abort in the first milliseconds", ab)
 assert ab.get("abort_boot:1") == "boot" and ab.get("abort_main:1") == "main/loop", (sys.argv[2], ab)
 PY
 }
