@@ -92,6 +92,7 @@ struct tr_entry {
 	unsigned char *raw;
 	__u32 rawsize, nfn;
 	struct nupp_smp_trace_fn *fns;
+	bool inline_raw; /* raw and fns live in the entry's own allocation (one malloc) */
 	int failed; /* the decode failed: its samples cannot be named */
 };
 
@@ -194,8 +195,10 @@ static void tr_entry_free(struct nupp_traces *t, struct tr_entry *e)
 	tr_entry_release(t, e);
 	free(e->mcofs);
 	free(e->snaps);
-	free(e->raw);
-	free(e->fns);
+	if (!e->inline_raw) {
+		free(e->raw);
+		free(e->fns);
+	}
 	free(e);
 }
 
@@ -870,14 +873,17 @@ static void tr_byno_set(struct nupp_traces *t, struct tr_entry *e)
 	t->byno[e->traceno] = e;
 }
 
-/* A new entry for trace T (header hdr) made at generation born, not decoded. */
-static struct tr_entry *tr_entry_new(struct nupp_traces *t, __u64 T, const unsigned char *hdr, __u64 born)
+/* A new entry for trace T (header hdr) made at generation born, not decoded, with extra
+ * bytes after it (for the copy BPF sent: one allocation per trace_stop event). */
+static struct tr_entry *tr_entry_new(struct nupp_traces *t, __u64 T, const unsigned char *hdr, __u64 born,
+				     size_t extra)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
-	struct tr_entry *e = calloc(1, sizeof(*e));
+	struct tr_entry *e = malloc(sizeof(*e) + extra);
 
 	if (!e)
 		return NULL;
+	memset(e, 0, sizeof(*e));
 	e->T = T;
 	e->traceno = (__u32)tr_get(hdr, lo->T_traceno, 2);
 	e->mcode = tr_get(hdr, lo->T_mcode, 8);
@@ -975,7 +981,7 @@ static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int
 		return -ESTALE;
 	if (tr_alive(t, T, traceno, tr_get(d.hdr, lo->T_mcode, 8)))
 		return 0;
-	e = tr_entry_new(t, T, d.hdr, born);
+	e = tr_entry_new(t, T, d.hdr, born, 0);
 	if (!e)
 		return -ENOMEM;
 	d.e = e;
@@ -1025,15 +1031,13 @@ int nupp_traces_add_event(struct nupp_traces *t, const void *data, size_t size)
 		return -ESTALE;
 	if (tr_alive(t, ev->h.trace, ev->h.traceno, tr_get(ev->data, lo->T_mcode, 8)))
 		return 0;
-	e = tr_entry_new(t, ev->h.trace, ev->data, ev->h.pgen);
+	_Static_assert(sizeof(struct tr_entry) % _Alignof(struct nupp_smp_trace_fn) == 0, "fns after the entry");
+	e = tr_entry_new(t, ev->h.trace, ev->data, ev->h.pgen, (size_t)ev->nfn * sizeof(*e->fns) + ev->size);
 	if (!e)
 		return -ENOMEM;
-	e->raw = malloc(ev->size);
-	e->fns = malloc((ev->nfn ? ev->nfn : 1) * sizeof(*e->fns));
-	if (!e->raw || !e->fns) {
-		tr_entry_free(t, e);
-		return -ENOMEM;
-	}
+	e->inline_raw = true;
+	e->fns = (struct nupp_smp_trace_fn *)(e + 1);
+	e->raw = (unsigned char *)(e->fns + ev->nfn);
 	memcpy(e->raw, ev->data, ev->size);
 	memcpy(e->fns, fns, ev->nfn * sizeof(*e->fns));
 	e->rawsize = ev->size;
@@ -1074,8 +1078,10 @@ static int tr_decode_raw(struct nupp_traces *t, struct tr_entry *e)
 		err = tr_decode(t, &d);
 	}
 	tr_dec_done(&d);
-	free(e->raw);
-	free(e->fns);
+	if (!e->inline_raw) {
+		free(e->raw);
+		free(e->fns);
+	}
 	e->raw = NULL;
 	e->fns = NULL;
 	if (err) {
