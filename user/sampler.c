@@ -74,7 +74,7 @@ struct nupp_sampler {
 };
 
 /* Least time between two reads of the lost_where diagnosis map. */
-#define SMP_WHERE_US 2000000
+#define SMP_WHERE_US 10000000
 
 /* Events handled per nupp_sampler_poll: a target that loads and frees code without
  * pause must not keep the caller from draining. */
