@@ -973,6 +973,28 @@ restart:
 static const char *sym_funcname_decode(struct nupp_sym *s, struct sym_proto *caller, __u32 pos, char *buf,
 				       size_t size);
 
+/* Writes a, then sep and b if sep is not 0, into buf (truncated to size): the names of
+ * every frame of every drain go through here, so without printf. */
+static void sym_join(char *buf, size_t size, const char *a, char sep, const char *b)
+{
+	size_t la = strlen(a), lb = sep ? strlen(b) : 0, n = 0;
+
+	if (!size)
+		return;
+	if (la > size - 1)
+		la = size - 1;
+	memcpy(buf, a, la);
+	n = la;
+	if (sep && n < size - 1) {
+		buf[n++] = sep;
+		if (lb > size - 1 - n)
+			lb = size - 1 - n;
+		memcpy(buf + n, b, lb);
+		n += lb;
+	}
+	buf[n] = 0;
+}
+
 /* Call-site names memoized per caller record, at most this many each. */
 #define SYM_FNAMES_MAX 256
 
@@ -1000,7 +1022,7 @@ static const char *sym_funcname(struct nupp_sym *s, struct sym_proto *caller, __
 
 	for (i = 0; i < caller->nfnames; i++)
 		if (caller->fnames[i].pos == pos) {
-			snprintf(buf, size, "%s", caller->fnames[i].name);
+			sym_join(buf, size, caller->fnames[i].name, 0, NULL);
 			return buf;
 		}
 	r = sym_funcname_decode(s, caller, pos, buf, size);
@@ -1212,9 +1234,9 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 		s->refused = false;
 		if (sym_funcname(s, cp, (__u32)caller->pos, name, sizeof(name))) {
 			if (p->firstline == -1)
-				snprintf(buf, size, "%s", name);
+				sym_join(buf, size, name, 0, NULL);
 			else
-				snprintf(buf, size, "%s:%s", p->module, name);
+				sym_join(buf, size, p->module, ':', name);
 			sym_record(s, p, buf);
 			return 0;
 		}
