@@ -857,13 +857,45 @@ static int smp_flip(struct nupp_sampler *s)
 /* Is a key of buffer buf? */
 typedef bool (*smp_key_of)(const void *key, int buf);
 
+/* Grows the key and value arrays of a take to cap elements; 0 or -ENOMEM (both arrays
+ * stay valid for the caller to free). */
+static int smp_grow(char **k, char **v, size_t cap, size_t ksz, size_t vsz)
+{
+	char *nk = realloc(*k, cap * ksz), *nv;
+
+	if (nk)
+		*k = nk;
+	nv = realloc(*v, cap * vsz);
+	if (nv)
+		*v = nv;
+	return nk && nv ? 0 : -ENOMEM;
+}
+
+/* Deletes n keys of ksz bytes in batches; a key the kernel refuses (gone already) is
+ * deleted alone, then the rest in a batch again. */
+static void smp_delete_keys(int fd, const char *keys, size_t n, size_t ksz)
+{
+	size_t i;
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+
+	for (i = 0; i < n;) {
+		__u32 cnt = (__u32)(n - i);
+
+		if (bpf_map_delete_batch(fd, keys + i * ksz, &cnt, &opts) == 0)
+			break;
+		i += cnt;
+		if (!cnt)
+			bpf_map_delete_elem(fd, keys + i++ * ksz);
+	}
+}
+
 /* Reads and deletes the elements of buffer buf of a hash map (BPF writes only the other
  * buffer's, adding them at the head of their buckets, so the walk misses none of buf's):
  * *keys and *vals get malloc'ed arrays; the count, or -errno. */
 static long smp_take(int fd, size_t ksz, size_t vsz, smp_key_of of, int buf, void **keys, void **vals)
 {
 	size_t cap = 1024, n = 0, i;
-	char *k = malloc(cap * ksz), *v = malloc(cap * vsz), *nk, *nv;
+	char *k = malloc(cap * ksz), *v = malloc(cap * vsz);
 	char prev[64], cur[64];
 	int have = 0;
 
@@ -875,17 +907,8 @@ static long smp_take(int fd, size_t ksz, size_t vsz, smp_key_of of, int buf, voi
 		if (!of(cur, buf) || bpf_map_lookup_elem(fd, cur, v + n * vsz))
 			continue;
 		memcpy(k + n * ksz, cur, ksz);
-		if (++n == cap) {
-			cap *= 2;
-			nk = realloc(k, cap * ksz);
-			if (nk)
-				k = nk;
-			nv = realloc(v, cap * vsz);
-			if (nv)
-				v = nv;
-			if (!nk || !nv)
-				goto nomem;
-		}
+		if (++n == cap && smp_grow(&k, &v, cap *= 2, ksz, vsz))
+			goto nomem;
 	}
 	for (i = 0; i < n; i++)
 		bpf_map_delete_elem(fd, k + i * ksz);
@@ -907,7 +930,7 @@ nomem:
 static long smp_take_batch(int fd, size_t ksz, size_t vsz, smp_key_of of, int buf, void **keys, void **vals)
 {
 	size_t cap = SMP_BATCH, n = 0, i, m;
-	char *k = malloc(cap * ksz), *v = malloc(cap * vsz), *nk, *nv;
+	char *k = malloc(cap * ksz), *v = malloc(cap * vsz);
 	__u64 in[8], out[8];
 	bool first = true, end = false;
 	LIBBPF_OPTS(bpf_map_batch_opts, opts);
@@ -918,17 +941,8 @@ static long smp_take_batch(int fd, size_t ksz, size_t vsz, smp_key_of of, int bu
 		__u32 cnt = SMP_BATCH;
 		int r;
 
-		if (cap - n < SMP_BATCH) {
-			cap = 2 * cap + SMP_BATCH;
-			nk = realloc(k, cap * ksz);
-			if (nk)
-				k = nk;
-			nv = realloc(v, cap * vsz);
-			if (nv)
-				v = nv;
-			if (!nk || !nv)
-				goto nomem;
-		}
+		if (cap - n < SMP_BATCH && smp_grow(&k, &v, cap = 2 * cap + SMP_BATCH, ksz, vsz))
+			goto nomem;
 		r = bpf_map_lookup_batch(fd, first ? NULL : in, out, k + n * ksz, v + n * vsz, &cnt, &opts);
 		if (r && errno != ENOENT) {
 			free(k);
@@ -949,17 +963,7 @@ static long smp_take_batch(int fd, size_t ksz, size_t vsz, smp_key_of of, int bu
 			}
 			m++;
 		}
-	for (i = 0; i < m;) {
-		__u32 cnt = (__u32)(m - i);
-
-		if (bpf_map_delete_batch(fd, k + i * ksz, &cnt, &opts) == 0)
-			break;
-		/* Stopped at an element (gone already, or the call is refused): that one
-		 * alone, then the rest in a batch again. */
-		i += cnt;
-		if (!cnt)
-			bpf_map_delete_elem(fd, k + i++ * ksz);
-	}
+	smp_delete_keys(fd, k, m, ksz);
 	*keys = k;
 	*vals = v;
 	return (long)m;
@@ -982,7 +986,6 @@ static void smp_delete_stacks(int sfd, const struct nupp_smp_count_key *keys, si
 {
 	__u64 *h = malloc((n ? n : 1) * sizeof(*h));
 	size_t i, m = 0;
-	LIBBPF_OPTS(bpf_map_batch_opts, opts);
 
 	if (!h) {
 		for (i = 0; i < n; i++)
@@ -995,15 +998,7 @@ static void smp_delete_stacks(int sfd, const struct nupp_smp_count_key *keys, si
 	for (i = 0; i < n; i++)
 		if (!m || h[m - 1] != h[i])
 			h[m++] = h[i];
-	for (i = 0; i < m;) {
-		__u32 cnt = (__u32)(m - i);
-
-		if (bpf_map_delete_batch(sfd, &h[i], &cnt, &opts) == 0)
-			break;
-		i += cnt;
-		if (!cnt)
-			bpf_map_delete_elem(sfd, &h[i++]);
-	}
+	smp_delete_keys(sfd, (const char *)h, m, sizeof(*h));
 	free(h);
 }
 
