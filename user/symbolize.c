@@ -103,7 +103,7 @@ struct nupp_sym {
 	__u64 refuse_from; /* ... and >= this (nupp_sym_lost: the first generation lost) */
 	/* The process's generation as the sampler read it (nupp_sym_gen_seen), with the
 	 * drain then: every copy of a drain <= seen[i].drain was read before the
-	 * generation passed seen[i].gen. The last SYM_SEEN, oldest first. */
+	 * generation passed seen[i].gen. The last 16, oldest first. */
 	struct {
 		__u64 drain, gen;
 	} seen[16];
@@ -968,8 +968,6 @@ restart:
 	return NULL;
 }
 
-/* The name a caller gave the function it called at pos (lj_debug_funcname,
- * lj_debug.c:294-320), or NULL. */
 static const char *sym_funcname_decode(struct nupp_sym *s, struct sym_proto *caller, __u32 pos, char *buf,
 				       size_t size);
 
@@ -1039,7 +1037,8 @@ static const char *sym_funcname(struct nupp_sym *s, struct sym_proto *caller, __
 	return r;
 }
 
-/* sym_funcname, decoded from the caller's bytecode. */
+/* The name a caller gave the function it called at pos (lj_debug_funcname,
+ * lj_debug.c:294-320), or NULL, decoded from the caller's bytecode. */
 static const char *sym_funcname_decode(struct nupp_sym *s, struct sym_proto *caller, __u32 pos, char *buf,
 				       size_t size)
 {
