@@ -67,7 +67,14 @@ struct nupp_sampler {
 	int nattach;
 	long ev_left;     /* events the current poll may still handle */
 	__u64 ev_handled; /* events handled (for -v) */
+	/* Walks failed since lost_where was last read (a read copies 16384 x CPUs counters:
+	 * done at most every SMP_WHERE_US, and at close), and when it may be read next. */
+	bool where_due;
+	__u64 where_next;
 };
+
+/* Least time between two reads of the lost_where diagnosis map. */
+#define SMP_WHERE_US 10000000
 
 /* Events handled per nupp_sampler_poll: a target that loads and frees code without
  * pause must not keep the caller from draining. */
@@ -850,13 +857,45 @@ static int smp_flip(struct nupp_sampler *s)
 /* Is a key of buffer buf? */
 typedef bool (*smp_key_of)(const void *key, int buf);
 
+/* Grows the key and value arrays of a take to cap elements; 0 or -ENOMEM (both arrays
+ * stay valid for the caller to free). */
+static int smp_grow(char **k, char **v, size_t cap, size_t ksz, size_t vsz)
+{
+	char *nk = realloc(*k, cap * ksz), *nv;
+
+	if (nk)
+		*k = nk;
+	nv = realloc(*v, cap * vsz);
+	if (nv)
+		*v = nv;
+	return nk && nv ? 0 : -ENOMEM;
+}
+
+/* Deletes n keys of ksz bytes in batches; a key the kernel refuses (gone already) is
+ * deleted alone, then the rest in a batch again. */
+static void smp_delete_keys(int fd, const char *keys, size_t n, size_t ksz)
+{
+	size_t i;
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+
+	for (i = 0; i < n;) {
+		__u32 cnt = (__u32)(n - i);
+
+		if (bpf_map_delete_batch(fd, keys + i * ksz, &cnt, &opts) == 0)
+			break;
+		i += cnt;
+		if (!cnt)
+			bpf_map_delete_elem(fd, keys + i++ * ksz);
+	}
+}
+
 /* Reads and deletes the elements of buffer buf of a hash map (BPF writes only the other
  * buffer's, adding them at the head of their buckets, so the walk misses none of buf's):
  * *keys and *vals get malloc'ed arrays; the count, or -errno. */
 static long smp_take(int fd, size_t ksz, size_t vsz, smp_key_of of, int buf, void **keys, void **vals)
 {
 	size_t cap = 1024, n = 0, i;
-	char *k = malloc(cap * ksz), *v = malloc(cap * vsz), *nk, *nv;
+	char *k = malloc(cap * ksz), *v = malloc(cap * vsz);
 	char prev[64], cur[64];
 	int have = 0;
 
@@ -868,17 +907,8 @@ static long smp_take(int fd, size_t ksz, size_t vsz, smp_key_of of, int buf, voi
 		if (!of(cur, buf) || bpf_map_lookup_elem(fd, cur, v + n * vsz))
 			continue;
 		memcpy(k + n * ksz, cur, ksz);
-		if (++n == cap) {
-			cap *= 2;
-			nk = realloc(k, cap * ksz);
-			if (nk)
-				k = nk;
-			nv = realloc(v, cap * vsz);
-			if (nv)
-				v = nv;
-			if (!nk || !nv)
-				goto nomem;
-		}
+		if (++n == cap && smp_grow(&k, &v, cap *= 2, ksz, vsz))
+			goto nomem;
 	}
 	for (i = 0; i < n; i++)
 		bpf_map_delete_elem(fd, k + i * ksz);
@@ -889,6 +919,87 @@ nomem:
 	free(k);
 	free(v);
 	return -ENOMEM;
+}
+
+/* Keys read per lookup batch (a bucket never holds more: the maps hold 16384). */
+#define SMP_BATCH 4096
+
+/* smp_take with batched syscalls: the map is read SMP_BATCH elements per call and buf's
+ * elements deleted in batches, instead of three calls per element. -ENOTSUP when the
+ * kernel cannot (the caller falls back to smp_take). */
+static long smp_take_batch(int fd, size_t ksz, size_t vsz, smp_key_of of, int buf, void **keys, void **vals)
+{
+	size_t cap = SMP_BATCH, n = 0, i, m;
+	char *k = malloc(cap * ksz), *v = malloc(cap * vsz);
+	__u64 in[8], out[8];
+	bool first = true, end = false;
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+
+	if (!k || !v)
+		goto nomem;
+	while (!end) {
+		__u32 cnt = SMP_BATCH;
+		int r;
+
+		if (cap - n < SMP_BATCH && smp_grow(&k, &v, cap = 2 * cap + SMP_BATCH, ksz, vsz))
+			goto nomem;
+		r = bpf_map_lookup_batch(fd, first ? NULL : in, out, k + n * ksz, v + n * vsz, &cnt, &opts);
+		if (r && errno != ENOENT) {
+			free(k);
+			free(v);
+			return -ENOTSUP;
+		}
+		end = r != 0;
+		n += cnt;
+		memcpy(in, out, sizeof(in));
+		first = false;
+	}
+	/* Keep buf's elements, in order. */
+	for (i = m = 0; i < n; i++)
+		if (of(k + i * ksz, buf)) {
+			if (m != i) {
+				memcpy(k + m * ksz, k + i * ksz, ksz);
+				memcpy(v + m * vsz, v + i * vsz, vsz);
+			}
+			m++;
+		}
+	smp_delete_keys(fd, k, m, ksz);
+	*keys = k;
+	*vals = v;
+	return (long)m;
+nomem:
+	free(k);
+	free(v);
+	return -ENOMEM;
+}
+
+/* Orders stack hashes. */
+static int smp_u64_cmp(const void *a, const void *b)
+{
+	__u64 x = *(const __u64 *)a, y = *(const __u64 *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* Deletes the stacks of n count keys from the stacks map, each once, in batches. */
+static void smp_delete_stacks(int sfd, const struct nupp_smp_count_key *keys, size_t n)
+{
+	__u64 *h = malloc((n ? n : 1) * sizeof(*h));
+	size_t i, m = 0;
+
+	if (!h) {
+		for (i = 0; i < n; i++)
+			bpf_map_delete_elem(sfd, &keys[i].stack);
+		return;
+	}
+	for (i = 0; i < n; i++)
+		h[i] = keys[i].stack;
+	qsort(h, n, sizeof(*h), smp_u64_cmp);
+	for (i = 0; i < n; i++)
+		if (!m || h[m - 1] != h[i])
+			h[m++] = h[i];
+	smp_delete_keys(sfd, (const char *)h, m, sizeof(*h));
+	free(h);
 }
 
 /* Buffers of count, host and stack keys. */
@@ -955,7 +1066,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	struct smp_row *rows = NULL;
 	size_t nrows = 0, i;
 	long nkeys = 0, nhosts = 0;
-	__u64 *vals = NULL, t0 = smp_now_us(), full = 0;
+	__u64 *vals = NULL, t0 = smp_now_us(), full = 0, walk = 0;
 	__u32 r;
 	int e = 0;
 
@@ -977,14 +1088,20 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		t->pgen = p.pgen;
 		nupp_sym_set_vms(t->sym, p.g, (int)(p.nvm < NUPP_SMP_MAX_VMS ? p.nvm : NUPP_SMP_MAX_VMS));
 		if (p.nlost != t->nlost || t->reset) {
-			/* Every lost generation is <= pgen (taken before its event was sent). */
-			nupp_pr(NUPP_WARN, "PID %d: %llu prototype events lost (ring buffer full): samples "
-				"until now are counted as lost (symbolize)\n",
-				(int)t->pid, (unsigned long long)(p.nlost - t->nlost));
-			nupp_sym_reset(t->sym, p.pgen);
+			/* Every lost generation is <= pgen (taken before its event was sent) and
+			 * above the frees read: only samples of that window are given up. */
+			__u64 lo = nupp_sym_lost(t->sym, p.pgen);
+
+			if (t->traces)
+				nupp_traces_kill(t->traces, 0, lo);
+			nupp_pr(NUPP_WARN, "PID %d: %llu prototype events lost (ring buffer full): samples of "
+				"generations %llu-%llu are counted as lost (symbolize)\n",
+				(int)t->pid, (unsigned long long)(p.nlost - t->nlost), (unsigned long long)lo,
+				(unsigned long long)p.pgen);
 			t->nlost = p.nlost;
 			t->reset = 0;
 		}
+		nupp_sym_gen_seen(t->sym, p.pgen);
 	}
 	/* BPF counts into the other buffer from now on: this one is read and emptied whole,
 	 * with nothing writing it (no count is lost to the reading). */
@@ -992,8 +1109,16 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	cfd = bpf_map__fd(s->skel->maps.counts);
 	sfd = bpf_map__fd(s->skel->maps.stacks);
 	hfd = bpf_map__fd(s->skel->maps.hosts);
-	nkeys = smp_take(cfd, sizeof(*keys), sizeof(*cvals), smp_count_of, old, (void **)&keys, (void **)&cvals);
-	nhosts = smp_take(hfd, sizeof(*hkeys), sizeof(*hvals), smp_host_of, old, (void **)&hkeys, (void **)&hvals);
+	nkeys = smp_take_batch(cfd, sizeof(*keys), sizeof(*cvals), smp_count_of, old, (void **)&keys,
+			       (void **)&cvals);
+	if (nkeys == -ENOTSUP)
+		nkeys = smp_take(cfd, sizeof(*keys), sizeof(*cvals), smp_count_of, old, (void **)&keys,
+				 (void **)&cvals);
+	nhosts = smp_take_batch(hfd, sizeof(*hkeys), sizeof(*hvals), smp_host_of, old, (void **)&hkeys,
+				(void **)&hvals);
+	if (nhosts == -ENOTSUP)
+		nhosts = smp_take(hfd, sizeof(*hkeys), sizeof(*hvals), smp_host_of, old, (void **)&hkeys,
+				  (void **)&hvals);
 	if (nkeys < 0 || nhosts < 0) {
 		e = -ENOMEM;
 		goto out;
@@ -1027,8 +1152,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		nrows++;
 	}
 	/* The stacks of this buffer: the next samples in it store theirs again. */
-	for (i = 0; i < (size_t)nkeys; i++)
-		bpf_map_delete_elem(sfd, &keys[i].stack);
+	smp_delete_stacks(sfd, keys, (size_t)nkeys);
 	/* Lost counters of this buffer: per-CPU values, summed and zeroed. */
 	vals = calloc(ncpu, sizeof(*vals));
 	if (!vals) {
@@ -1043,6 +1167,8 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 			continue;
 		for (c2 = 0; c2 < ncpu; c2++)
 			out->lost[r] += vals[c2];
+		for (c2 = 0; r != NUPP_SMP_LOST_MAP_FULL && c2 < ncpu; c2++)
+			walk += vals[c2];
 		if (r == NUPP_SMP_LOST_MAP_FULL)
 			for (c2 = 0; c2 < ncpu; c2++)
 				full += vals[c2];
@@ -1081,9 +1207,15 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	if (e)
 		goto out;
 	/* Where walks failed (mode, walker source line), for -v diagnosis: read in one
-	 * batch (16384 keys x CPUs), and only the counters that moved are zeroed. */
-	memset(vals, 0, ncpu * sizeof(*vals));
-	smp_lost_where(s, ncpu, vals);
+	 * batch (16384 keys x CPUs), when walks failed, at most every SMP_WHERE_US (the
+	 * counters add up meanwhile); only the counters that moved are zeroed. */
+	s->where_due |= walk != 0;
+	if (s->where_due && t0 >= s->where_next) {
+		memset(vals, 0, ncpu * sizeof(*vals));
+		smp_lost_where(s, ncpu, vals);
+		s->where_due = false;
+		s->where_next = t0 + SMP_WHERE_US;
+	}
 	for (i = 0; i < (size_t)s->ntargets; i++) {
 		if (s->targets[i].traces)
 			nupp_traces_purge(s->targets[i].traces, s->targets[i].pgen);
@@ -1167,6 +1299,14 @@ void nupp_sampler_close(struct nupp_sampler *s)
 
 	if (!s)
 		return;
+	if (s->where_due) {
+		int ncpu = libbpf_num_possible_cpus();
+		__u64 *zero = ncpu > 0 ? calloc(ncpu, sizeof(*zero)) : NULL;
+
+		if (zero)
+			smp_lost_where(s, ncpu, zero);
+		free(zero);
+	}
 	for (i = 0; i < SMP_MAX_CPUS; i++) {
 		bpf_link__destroy(s->plink[i]);
 		if (s->pfd[i] >= 0)

@@ -50,6 +50,12 @@ int nupp_sym_kstrs(struct nupp_sym *s, __u64 pt, __u64 pgen, const void *data, _
 /* Free events were lost, all at generations <= pgen (the process's generation now):
  * forgets every record, refuses stacks up to pgen, names later ones afresh. */
 void nupp_sym_reset(struct nupp_sym *s, __u64 pgen);
+/* Free events were lost, all at generations <= pgen: refuses only the stacks of the
+ * generations from the first free not read to pgen, ends the incarnations thought alive
+ * there, drops copies that may postdate a lost free; returns that first generation. */
+__u64 nupp_sym_lost(struct nupp_sym *s, __u64 pgen);
+/* The sampler read the process's generation gen, before naming a drain's stacks. */
+void nupp_sym_gen_seen(struct nupp_sym *s, __u64 gen);
 /* A free of generation pgen that is not a prototype's (a trace's) was read. */
 void nupp_sym_gen_done(struct nupp_sym *s, __u64 pgen);
 /* Starts a drain; nupp_sym_suspect: a prototype copied from the target in this drain was

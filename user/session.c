@@ -65,6 +65,8 @@ struct nupp_session {
 	struct nupp_sample_set acc; /* rows drained so far, zone paths named */
 	struct nupp_thread_name *threads; /* the threads of the rows, named when first seen */
 	size_t nthreads, threads_cap;
+	size_t *thash;     /* open-addressing index of threads[] by (pid, tid): index + 1, 0 free */
+	size_t thash_cap;  /* slots of thash (a power of two, at least twice nthreads), 0 none */
 	struct nupp_abort_set ab;
 	__u64 lost_before[NUPP_LOST__MAX]; /* samples of followed processes taken before they were known */
 	double t0, next_drain, next_scan;
@@ -531,12 +533,57 @@ static void ses_follow_poll(struct nupp_session *s)
 
 /* -- Draining ------------------------------------------------------------------ */
 
-/* Adds thread tid of pid named name (a copy) to the session's threads; 0 or -ENOMEM. */
+/* Slot of thash where (pid, tid) is, or the free slot where it would go. */
+static size_t ses_thread_slot(const struct nupp_session *s, pid_t pid, pid_t tid)
+{
+	__u64 h = ((__u64)(__u32)pid * 0x9e3779b97f4a7c15ull ^ (__u32)tid) * 0xff51afd7ed558ccdull;
+	size_t m = s->thash_cap - 1, i;
+
+	for (i = (size_t)(h >> 32) & m; s->thash[i]; i = (i + 1) & m) {
+		const struct nupp_thread_name *t = &s->threads[s->thash[i] - 1];
+
+		if (t->pid == pid && t->tid == tid)
+			break;
+	}
+	return i;
+}
+
+/* Whether thread tid of pid is named already: one hash lookup. */
+static bool ses_thread_known(const struct nupp_session *s, pid_t pid, pid_t tid)
+{
+	return s->thash_cap && s->thash[ses_thread_slot(s, pid, tid)];
+}
+
+/* Grows thash to hold one more thread (rebuilt from threads[]); 0 or -ENOMEM. */
+static int ses_thread_index_grow(struct nupp_session *s)
+{
+	size_t cap = s->thash_cap ? s->thash_cap : 64, i;
+	size_t *h;
+
+	if (2 * (s->nthreads + 1) <= s->thash_cap)
+		return 0;
+	while (2 * (s->nthreads + 1) > cap)
+		cap *= 2;
+	h = calloc(cap, sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	free(s->thash);
+	s->thash = h;
+	s->thash_cap = cap;
+	for (i = 0; i < s->nthreads; i++)
+		s->thash[ses_thread_slot(s, s->threads[i].pid, s->threads[i].tid)] = i + 1;
+	return 0;
+}
+
+/* Adds thread tid of pid named name (a copy) to the session's threads, unless it is
+ * there already; 0 or -ENOMEM. */
 static int ses_thread_add(struct nupp_session *s, pid_t pid, pid_t tid, const char *name)
 {
 	struct nupp_thread_name *t;
 	char *n;
 
+	if (ses_thread_known(s, pid, tid))
+		return 0;
 	if (s->nthreads == s->threads_cap) {
 		size_t cap = s->threads_cap ? s->threads_cap * 2 : 16;
 
@@ -546,26 +593,26 @@ static int ses_thread_add(struct nupp_session *s, pid_t pid, pid_t tid, const ch
 		s->threads = t;
 		s->threads_cap = cap;
 	}
+	if (ses_thread_index_grow(s))
+		return -ENOMEM;
 	n = strdup(name);
 	if (!n)
 		return -ENOMEM;
+	s->thash[ses_thread_slot(s, pid, tid)] = s->nthreads + 1;
 	s->threads[s->nthreads++] = (struct nupp_thread_name){ .pid = pid, .tid = tid, .name = n };
 	return 0;
 }
 
 /* Names the thread of a row the first time it is seen (its comm, read once; "" when
- * it is already gone). 0 or -ENOMEM. */
+ * it is already gone); a thread seen before costs one hash lookup. 0 or -ENOMEM. */
 static int ses_thread_name(struct nupp_session *s, pid_t pid, pid_t tid)
 {
 	char path[64], name[64] = "";
-	size_t i, n;
+	size_t n;
 	FILE *f;
 
-	if (!tid)
+	if (!tid || ses_thread_known(s, pid, tid))
 		return 0;
-	for (i = s->nthreads; i-- > 0;)
-		if (s->threads[i].tid == tid && s->threads[i].pid == pid)
-			return 0;
 	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
 	f = fopen(path, "re");
 	if (f) {
@@ -585,8 +632,10 @@ static void ses_threads_free(struct nupp_session *s)
 	for (i = 0; i < s->nthreads; i++)
 		free((char *)s->threads[i].name);
 	free(s->threads);
+	free(s->thash);
 	s->threads = NULL;
-	s->nthreads = s->threads_cap = 0;
+	s->thash = NULL;
+	s->nthreads = s->threads_cap = s->thash_cap = 0;
 }
 
 /* Moves the drained rows into the session's aggregate, with their zone ids named. */

@@ -92,6 +92,8 @@ struct tr_entry {
 	unsigned char *raw;
 	__u32 rawsize, nfn;
 	struct nupp_smp_trace_fn *fns;
+	bool inline_raw; /* raw and fns live in the entry's own allocation (one malloc) */
+	__u8 pool;       /* size class + 1 of that allocation (tr_block_get), 0: malloc'ed */
 	int failed; /* the decode failed: its samples cannot be named */
 };
 
@@ -110,7 +112,16 @@ struct nupp_traces {
 	struct tr_entry **byno;
 	__u32 nbyno;
 	struct nupp_sym *sym; /* prototypes' copies, or NULL (nupp_traces_set_sym) */
+	/* Entry allocations freed, kept for the next trace_stop events (a target that
+	 * compiles without pause sends thousands a second): per power-of-two size class. */
+	struct {
+		void *free[64];
+		int n;
+	} pool[6];
 };
+
+/* Smallest size class of the entry pool. */
+#define TR_POOL_MIN 1024
 
 /* Index of the snapshot whose code holds mcode offset ofs (lj_trace.c:1040-1045). */
 int nupp_snap_search(const __u16 *mcofs, __u32 nsnap, __u32 ofs)
@@ -188,15 +199,43 @@ static void tr_entry_release(struct nupp_traces *t, struct tr_entry *e)
 	e->nheld = 0;
 }
 
+/* A block of at least size bytes, from the pool when one of its class is free; *pool gets
+ * its class + 1 (0: larger than every class, malloc'ed). */
+static void *tr_block_get(struct nupp_traces *t, size_t size, __u8 *pool)
+{
+	int c;
+
+	for (c = 0; c < (int)NUPP_ARRAY_SIZE(t->pool); c++)
+		if (size <= (size_t)TR_POOL_MIN << c) {
+			*pool = (__u8)(c + 1);
+			if (t->pool[c].n)
+				return t->pool[c].free[--t->pool[c].n];
+			return malloc((size_t)TR_POOL_MIN << c);
+		}
+	*pool = 0;
+	return malloc(size);
+}
+
+/* Gives a block back to the pool (or frees it). */
+static void tr_block_put(struct nupp_traces *t, void *b, __u8 pool)
+{
+	if (pool && t->pool[pool - 1].n < (int)NUPP_ARRAY_SIZE(t->pool[0].free))
+		t->pool[pool - 1].free[t->pool[pool - 1].n++] = b;
+	else
+		free(b);
+}
+
 /* Frees one entry (its facts released if it is still alive). */
 static void tr_entry_free(struct nupp_traces *t, struct tr_entry *e)
 {
 	tr_entry_release(t, e);
 	free(e->mcofs);
 	free(e->snaps);
-	free(e->raw);
-	free(e->fns);
-	free(e);
+	if (!e->inline_raw) {
+		free(e->raw);
+		free(e->fns);
+	}
+	tr_block_put(t, e, e->pool);
 }
 
 /* Frees the cache. */
@@ -220,6 +259,9 @@ void nupp_traces_free(struct nupp_traces *t)
 			t->facts[i] = f->next;
 			tr_fact_free(f);
 		}
+	for (i = 0; i < (int)NUPP_ARRAY_SIZE(t->pool); i++)
+		while (t->pool[i].n)
+			free(t->pool[i].free[--t->pool[i].n]);
 	free(t->byno);
 	free(t);
 }
@@ -870,14 +912,19 @@ static void tr_byno_set(struct nupp_traces *t, struct tr_entry *e)
 	t->byno[e->traceno] = e;
 }
 
-/* A new entry for trace T (header hdr) made at generation born, not decoded. */
-static struct tr_entry *tr_entry_new(struct nupp_traces *t, __u64 T, const unsigned char *hdr, __u64 born)
+/* A new entry for trace T (header hdr) made at generation born, not decoded, with extra
+ * bytes after it (for the copy BPF sent: one allocation per trace_stop event). */
+static struct tr_entry *tr_entry_new(struct nupp_traces *t, __u64 T, const unsigned char *hdr, __u64 born,
+				     size_t extra)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
-	struct tr_entry *e = calloc(1, sizeof(*e));
+	__u8 pool;
+	struct tr_entry *e = tr_block_get(t, sizeof(*e) + extra, &pool);
 
 	if (!e)
 		return NULL;
+	memset(e, 0, sizeof(*e));
+	e->pool = pool;
 	e->T = T;
 	e->traceno = (__u32)tr_get(hdr, lo->T_traceno, 2);
 	e->mcode = tr_get(hdr, lo->T_mcode, 8);
@@ -975,7 +1022,7 @@ static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int
 		return -ESTALE;
 	if (tr_alive(t, T, traceno, tr_get(d.hdr, lo->T_mcode, 8)))
 		return 0;
-	e = tr_entry_new(t, T, d.hdr, born);
+	e = tr_entry_new(t, T, d.hdr, born, 0);
 	if (!e)
 		return -ENOMEM;
 	d.e = e;
@@ -1025,15 +1072,13 @@ int nupp_traces_add_event(struct nupp_traces *t, const void *data, size_t size)
 		return -ESTALE;
 	if (tr_alive(t, ev->h.trace, ev->h.traceno, tr_get(ev->data, lo->T_mcode, 8)))
 		return 0;
-	e = tr_entry_new(t, ev->h.trace, ev->data, ev->h.pgen);
+	_Static_assert(sizeof(struct tr_entry) % _Alignof(struct nupp_smp_trace_fn) == 0, "fns after the entry");
+	e = tr_entry_new(t, ev->h.trace, ev->data, ev->h.pgen, (size_t)ev->nfn * sizeof(*e->fns) + ev->size);
 	if (!e)
 		return -ENOMEM;
-	e->raw = malloc(ev->size);
-	e->fns = malloc((ev->nfn ? ev->nfn : 1) * sizeof(*e->fns));
-	if (!e->raw || !e->fns) {
-		tr_entry_free(t, e);
-		return -ENOMEM;
-	}
+	e->inline_raw = true;
+	e->fns = (struct nupp_smp_trace_fn *)(e + 1);
+	e->raw = (unsigned char *)(e->fns + ev->nfn);
 	memcpy(e->raw, ev->data, ev->size);
 	memcpy(e->fns, fns, ev->nfn * sizeof(*e->fns));
 	e->rawsize = ev->size;
@@ -1074,8 +1119,10 @@ static int tr_decode_raw(struct nupp_traces *t, struct tr_entry *e)
 		err = tr_decode(t, &d);
 	}
 	tr_dec_done(&d);
-	free(e->raw);
-	free(e->fns);
+	if (!e->inline_raw) {
+		free(e->raw);
+		free(e->fns);
+	}
 	e->raw = NULL;
 	e->fns = NULL;
 	if (err) {

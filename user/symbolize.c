@@ -63,6 +63,7 @@ struct sym_proto {
 	bool have_module; /* module[] is known */
 	bool live_module; /* module[] was read from the target, not sent at birth */
 	bool unusable;    /* its events were lost, or its copy is cut: it names nothing */
+	bool mem_live;    /* mem was read from the target (not sent by its free event) */
 	__u64 live_drain; /* drain in which mem or module[] was read from the target, 0 never */
 	/* String constants read from the target while it was alive (a freed prototype's may
 	 * be freed: only these name frames then), with the drain that read each. */
@@ -70,6 +71,13 @@ struct sym_proto {
 	int nkstr;
 	unsigned char *mem; /* NULL: not copied yet */
 	__u32 size;         /* bytes of mem (the copy of a freed prototype may be cut) */
+	/* Names its call sites gave (sym_funcname of a position), from mem and kstr as they
+	 * are: dropped whenever either changes. */
+	struct sym_fname {
+		__u32 pos;
+		char *name;
+	} *fnames;
+	int nfnames;
 	char module[SYM_STR_MAX];
 };
 
@@ -92,6 +100,14 @@ struct nupp_sym {
 	__u64 drain;     /* number of the current drain (nupp_sym_begin) */
 	bool suspect;    /* a copy read in this drain belongs to a prototype freed since */
 	__u64 refuse_upto; /* stacks of generations <= this are refused (events were lost) */
+	__u64 refuse_from; /* ... and >= this (nupp_sym_lost: the first generation lost) */
+	/* The process's generation as the sampler read it (nupp_sym_gen_seen), with the
+	 * drain then: every copy of a drain <= seen[i].drain was read before the
+	 * generation passed seen[i].gen. The last 16, oldest first. */
+	struct {
+		__u64 drain, gen;
+	} seen[16];
+	int nseen;
 	bool refused;    /* a name needed a string constant of a freed prototype */
 	bool gc_busy;    /* a name needed a string read while a VM was sweeping */
 	__u64 vms[NUPP_SMP_MAX_VMS]; /* the process's VMs (global_State *), 0 = none */
@@ -130,10 +146,13 @@ struct nupp_sym *nupp_sym_new(pid_t pid, const struct nupp_lj_layout *lo, bool l
 }
 
 /* Frees a prototype record. */
+static void sym_memo_clear(struct sym_proto *p);
+
 static void sym_proto_free(struct sym_proto *p)
 {
 	int i;
 
+	sym_memo_clear(p);
 	for (i = 0; i < p->nkstr; i++)
 		free(p->kstr[i].str);
 	free(p->kstr);
@@ -370,8 +389,10 @@ static int sym_proto_read(struct nupp_sym *s, struct sym_proto *p, const struct 
 		free(mem);
 		return err;
 	}
+	sym_memo_clear(p);
 	free(p->mem);
 	p->mem = mem;
+	p->mem_live = true;
 	p->size = sizept;
 	p->live_drain = s->drain;
 	return 0;
@@ -395,6 +416,10 @@ static struct sym_proto *sym_proto(struct nupp_sym *s, const struct nupp_smp_fra
 
 		*err = -ESTALE;
 		if (pgen < end || sym_proto_alive(s, f->ptr))
+			return NULL;
+		/* Before events were lost (nupp_sym_lost): what the target holds now may
+		 * have replaced it in a free not read. */
+		if (s->refuse_upto && pgen < s->refuse_from)
 			return NULL;
 		p = sym_proto_add(s, f->ptr, end);
 		if (!p) {
@@ -556,6 +581,7 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 	if ((p->live_drain && p->live_drain == s->drain) || sym_failed_has(s, pt))
 		s->suspect = true;
 	p->hi = pgen > p->lo ? pgen : p->lo + 1;
+	sym_memo_clear(p); /* its copy and constants may change below */
 	if (p->have_fp && (p->chunk != chunk || p->firstline != firstline || p->sizebc != sizebc)) {
 		/* Not the prototype we knew (events were lost): name neither. */
 		p->unusable = true;
@@ -592,6 +618,7 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 	memcpy(copy, mem, size);
 	free(p->mem);
 	p->mem = copy;
+	p->mem_live = false;
 	p->size = size;
 	return 0;
 }
@@ -676,6 +703,75 @@ void nupp_sym_reset(struct nupp_sym *s, __u64 pgen)
 		s->freed_upto = pgen;
 	s->nooo = 0;
 	s->drain++; /* copies read before are not this drain's */
+}
+
+/* The sampler read the process's generation gen (before this drain names anything):
+ * the copies read so far were read before any free of a later generation. */
+void nupp_sym_gen_seen(struct nupp_sym *s, __u64 gen)
+{
+	if (s->nseen == (int)NUPP_ARRAY_SIZE(s->seen)) {
+		memmove(&s->seen[0], &s->seen[1], sizeof(s->seen) - sizeof(s->seen[0]));
+		s->nseen--;
+	}
+	s->seen[s->nseen].drain = s->drain;
+	s->seen[s->nseen].gen = gen;
+	s->nseen++;
+}
+
+/* Free events were lost, all at generations <= pgen (the process's generation now), and
+ * none below the first one not read (freed_upto + 1 = lo): every free < lo is known.
+ * Only what a free of lo or later can make wrong is given up:
+ * - stacks of generations lo..pgen are refused (any of their prototypes may have died
+ *   and been replaced in that window); earlier stacks are named as before;
+ * - every incarnation thought alive ends at lo (it lived until lo at least; samples
+ *   after pgen are named from records made afresh);
+ * - a copy read from the target after the generation reached lo (it may postdate a lost
+ *   free) is dropped; one read before a generation < lo was seen is proven.
+ * Returns lo (the trace cache ends its live traces there too). */
+__u64 nupp_sym_lost(struct nupp_sym *s, __u64 pgen)
+{
+	__u64 lo = s->freed_upto + 1, proven = 0;
+	int i, j;
+
+	for (i = 0; i < s->nseen; i++)
+		if (s->seen[i].gen < lo && s->seen[i].drain > proven)
+			proven = s->seen[i].drain;
+	for (i = 0; i < SYM_BUCKETS; i++)
+		for (struct sym_proto *p = s->protos[i]; p; p = p->next) {
+			if (p->hi == SYM_ALIVE)
+				p->hi = lo > p->lo ? lo : p->lo;
+			if (p->live_drain <= proven)
+				continue;
+			sym_memo_clear(p);
+			if (p->mem && p->mem_live) {
+				free(p->mem);
+				p->mem = NULL;
+			}
+			if (p->live_module)
+				p->have_module = false;
+			for (j = 0; j < p->nkstr;)
+				if (p->kstr[j].drain > proven) {
+					free(p->kstr[j].str);
+					p->kstr[j] = p->kstr[--p->nkstr];
+				} else {
+					j++;
+				}
+		}
+	/* No free is missing up to pgen (the event lost had no generation): no stack to
+	 * refuse. Otherwise this window replaces the last: no stack left to name is older. */
+	if (pgen >= lo) {
+		s->refuse_from = lo;
+		s->refuse_upto = pgen;
+	}
+	if (pgen > s->freed_upto)
+		s->freed_upto = pgen;
+	for (size_t k = 0; k < s->nooo;)
+		if (s->ooo[k] <= s->freed_upto)
+			s->ooo[k] = s->ooo[--s->nooo];
+		else
+			k++;
+	s->drain++; /* copies read before are not this drain's */
+	return lo;
 }
 
 /* Starts a naming round, after the events sent so far were read: copies read from the
@@ -872,10 +968,79 @@ restart:
 	return NULL;
 }
 
-/* The name a caller gave the function it called at pos (lj_debug_funcname,
- * lj_debug.c:294-320), or NULL. */
+static const char *sym_funcname_decode(struct nupp_sym *s, struct sym_proto *caller, __u32 pos, char *buf,
+				       size_t size);
+
+/* Writes a, then sep and b if sep is not 0, into buf (truncated to size): the names of
+ * every frame of every drain go through here, so without printf. */
+static void sym_join(char *buf, size_t size, const char *a, char sep, const char *b)
+{
+	size_t la = strlen(a), lb = sep ? strlen(b) : 0, n = 0;
+
+	if (!size)
+		return;
+	if (la > size - 1)
+		la = size - 1;
+	memcpy(buf, a, la);
+	n = la;
+	if (sep && n < size - 1) {
+		buf[n++] = sep;
+		if (lb > size - 1 - n)
+			lb = size - 1 - n;
+		memcpy(buf + n, b, lb);
+		n += lb;
+	}
+	buf[n] = 0;
+}
+
+/* Call-site names memoized per caller record, at most this many each. */
+#define SYM_FNAMES_MAX 256
+
+/* Forgets the names p's call sites gave. */
+static void sym_memo_clear(struct sym_proto *p)
+{
+	int i;
+
+	for (i = 0; i < p->nfnames; i++)
+		free(p->fnames[i].name);
+	free(p->fnames);
+	p->fnames = NULL;
+	p->nfnames = 0;
+}
+
+/* The name caller's call at pos gives its callee (lj_debug_funcname), or NULL: decoded
+ * once per caller copy and position, then kept (only a name given is kept: a refusal
+ * or a string not readable yet is tried again). */
 static const char *sym_funcname(struct nupp_sym *s, struct sym_proto *caller, __u32 pos, char *buf,
 				size_t size)
+{
+	struct sym_fname *n;
+	const char *r;
+	int i;
+
+	for (i = 0; i < caller->nfnames; i++)
+		if (caller->fnames[i].pos == pos) {
+			sym_join(buf, size, caller->fnames[i].name, 0, NULL);
+			return buf;
+		}
+	r = sym_funcname_decode(s, caller, pos, buf, size);
+	if (!r || s->refused || s->gc_busy || caller->nfnames >= SYM_FNAMES_MAX)
+		return r;
+	n = realloc(caller->fnames, (caller->nfnames + 1) * sizeof(*n));
+	if (!n)
+		return r;
+	caller->fnames = n;
+	n[caller->nfnames].pos = pos;
+	n[caller->nfnames].name = strdup(r);
+	if (n[caller->nfnames].name)
+		caller->nfnames++;
+	return r;
+}
+
+/* The name a caller gave the function it called at pos (lj_debug_funcname,
+ * lj_debug.c:294-320), or NULL, decoded from the caller's bytecode. */
+static const char *sym_funcname_decode(struct nupp_sym *s, struct sym_proto *caller, __u32 pos, char *buf,
+				       size_t size)
 {
 	__u32 ins, op, mm;
 
@@ -1068,9 +1233,9 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 		s->refused = false;
 		if (sym_funcname(s, cp, (__u32)caller->pos, name, sizeof(name))) {
 			if (p->firstline == -1)
-				snprintf(buf, size, "%s", name);
+				sym_join(buf, size, name, 0, NULL);
 			else
-				snprintf(buf, size, "%s:%s", p->module, name);
+				sym_join(buf, size, p->module, ':', name);
 			sym_record(s, p, buf);
 			return 0;
 		}
@@ -1093,7 +1258,7 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 int nupp_sym_stack(struct nupp_sym *s, const struct nupp_smp_frame *f, int n, __u64 pgen, char **out)
 {
 	/* Not before every free up to the sample is known; never across lost ones. */
-	if (s->refuse_upto && pgen <= s->refuse_upto)
+	if (s->refuse_upto && pgen <= s->refuse_upto && pgen >= s->refuse_from)
 		return -ESTALE;
 	if (pgen > s->freed_upto)
 		return -EAGAIN;

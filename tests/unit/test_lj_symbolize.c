@@ -625,6 +625,71 @@ START_TEST(a_stack_waits_for_every_free_up_to_its_generation)
 }
 END_TEST
 
+START_TEST(a_lost_free_costs_only_the_stacks_it_can_affect)
+{
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+	struct nupp_sym *r = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+	char *out = NULL;
+
+	/* Drain 1 names foo (born at 0 as chunkA, its allocation read from memory); frees
+	 * of 1 and 2 are read; the sampler then sees the process at generation 2. */
+	born(s, pfoo, 0, "=chunkA");
+	nupp_sym_begin(s);
+	ck_assert_int_eq(stack_at(s, pfoo, 0, &out), 0);
+	ck_assert_str_eq(out, "chunkA:1");
+	free(out);
+	nupp_sym_gen_done(s, 1);
+	nupp_sym_gen_done(s, 2);
+	nupp_sym_gen_seen(s, 2);
+	/* Drain 2 reads __index from memory; the free of 4 arrives, not the free of 3. */
+	nupp_sym_begin(s);
+	ck_assert_int_eq(stack_at(s, pidx, 2, &out), 0);
+	ck_assert_str_eq(out, "symtest:4");
+	free(out);
+	nupp_sym_gen_done(s, 4);
+	/* The loss is seen at generation 5: the first free not read is 3. */
+	ck_assert_uint_eq(nupp_sym_lost(s, 5), 3);
+	/* A stack before the loss is still named: foo's copy was read before the process
+	 * reached generation 3, so no lost free can have preceded it. */
+	ck_assert_int_eq(stack_at(s, pfoo, 2, &out), 0);
+	ck_assert_str_eq(out, "chunkA:1");
+	free(out);
+	/* __index was read after generation 2 was seen: maybe after the lost free of 3
+	 * (its memory may hold another prototype since), so its stack is refused. So is
+	 * a prototype never seen before the loss: what memory holds now proves nothing. */
+	ck_assert_int_eq(stack_at(s, pidx, 2, &out), -ESTALE);
+	ck_assert_int_eq(stack_at(s, pgfoo, 2, &out), -ESTALE);
+	/* The window of the loss, 3..5, is refused whatever is known. */
+	ck_assert_int_eq(stack_at(s, pfoo, 3, &out), -ESTALE);
+	ck_assert_int_eq(stack_at(s, pfoo, 5, &out), -ESTALE);
+	/* After it, stacks are named from records made afresh (chunkA's incarnation
+	 * ended at 3: foo is read from memory again), once their frees are read. */
+	ck_assert_int_eq(stack_at(s, pfoo, 6, &out), -EAGAIN);
+	nupp_sym_gen_done(s, 6);
+	ck_assert_int_eq(stack_at(s, pfoo, 6, &out), 0);
+	ck_assert_str_eq(out, "symtest:1");
+	free(out);
+	/* A loss whose event had no generation (nothing missing up to 6) refuses nothing. */
+	ck_assert_uint_eq(nupp_sym_lost(s, 6), 7);
+	ck_assert_int_eq(stack_at(s, pfoo, 6, &out), -ESTALE); /* its copy is of this drain */
+	nupp_sym_gen_seen(s, 6);
+	nupp_sym_begin(s);
+	ck_assert_int_eq(stack_at(s, pfoo, 7, &out), -EAGAIN);
+	nupp_sym_gen_done(s, 7);
+	ck_assert_int_eq(stack_at(s, pfoo, 7, &out), 0);
+	ck_assert_str_eq(out, "symtest:1");
+	free(out);
+	/* The reset gives up every stack up to the loss, the one before it too. */
+	born(r, pfoo, 0, "=chunkA");
+	nupp_sym_gen_done(r, 1);
+	nupp_sym_gen_done(r, 2);
+	nupp_sym_reset(r, 5);
+	ck_assert_int_eq(stack_at(r, pfoo, 2, &out), -ESTALE);
+	nupp_sym_free(r);
+	nupp_sym_free(s);
+}
+END_TEST
+
 START_TEST(builtins_are_named_as_jit_p_names_them)
 {
 	char b[256];
@@ -712,6 +777,7 @@ int main(void)
 	tcase_add_test(tc, strings_are_not_read_while_the_gc_sweeps);
 	tcase_add_test(tc, lost_events_never_name_the_wrong_incarnation);
 	tcase_add_test(tc, a_stack_waits_for_every_free_up_to_its_generation);
+	tcase_add_test(tc, a_lost_free_costs_only_the_stacks_it_can_affect);
 	tcase_add_test(tc, builtins_are_named_as_jit_p_names_them);
 	tcase_add_test(tc, a_cut_copy_names_nothing);
 	suite_add_tcase(su, tc);
