@@ -7,11 +7,16 @@
 #include <bpf/usdt.bpf.h>
 
 #define NUPP_WALK_READ(dst, sz, addr) bpf_probe_read_user((dst), (sz), (const void *)(unsigned long)(addr))
-/* The walker's frame cache: a per-CPU array map (4096 x 64 bytes per CPU). */
-#define NUPP_WALK_FC 4096
+/* The walker's frame cache: a per-CPU array map (16384 x 64 bytes per CPU, 2 ways a set). */
+#define NUPP_WALK_FC 16384
 #define NUPP_WALK_FC_ENTRY(w, i) smp_fc_entry(i)
 struct nupp_walk_fc;
 static __always_inline struct nupp_walk_fc *smp_fc_entry(__u32 i);
+/* The free generations of target memory blocks: global data, bumped by luajit:proto_free
+ * on the freeing CPU, read by every CPU's walks (all processes share it). */
+#define NUPP_WALK_PGEN 16384
+#define NUPP_WALK_PGEN_AT(w, i) (*(volatile __u32 *)&pfree_gen[(i) & (NUPP_WALK_PGEN - 1)])
+__u32 pfree_gen[NUPP_WALK_PGEN];
 #include "nupp/walk.h"
 #include "nupp/zone_abi.h"
 
@@ -39,8 +44,9 @@ __u64 epoch = 0;
  * A sample marks itself before it reads the epoch, userspace reads the marks after it
  * bumps it (both with full barriers): a CPU not marked has no sample of the old buffer. */
 struct nupp_smp_inflight inflight[NUPP_SMP_MAX_CPUS] __attribute__((aligned(64))) = {};
-/* Frame cache epoch: bumped by every prototype freed in a target, every VM opened or
- * closed, and by userspace when it adds a process; part of every cache entry's tag. */
+/* Frame cache epoch: bumped by every VM opened or closed, by userspace when it adds a
+ * process, and by a prototype freed whose blocks cannot be counted (pfree_gen); part of
+ * every cache entry's tag. */
 __u64 fc_epoch = 1;
 /* Trace cache epoch: bumped by every trace stopped, freed or flushed in a target; the
  * trace cache's tag is made of both epochs (their sum grows when either does). */
@@ -679,9 +685,31 @@ static __always_inline void smp_kstr(struct smp_proto_buf *b, struct nupp_smp_pr
 	bpf_ringbuf_output(&events, b, sizeof(b->h) + used, smp_proto_wakeup());
 }
 
+/* Adds one to the free generation of every block of [pt, pt + sizept): the frame cache
+ * entries whose PC or call site lies there are dropped (the memory may hold another
+ * prototype next). An allocation too large to count drops every entry instead. */
+#define SMP_PFREE_MAX 65536 /* bytes of a prototype counted block by block, at most */
+
+static __always_inline void smp_pfree_bump(__u64 pt, __u32 sizept)
+{
+	__u64 a = pt & ~(__u64)(NUPP_WALK_PGEN_BLOCK - 1), end = pt + sizept;
+	__u32 i;
+
+	if (!sizept || sizept > SMP_PFREE_MAX) {
+		__sync_fetch_and_add(&fc_epoch, 1);
+		return;
+	}
+	for (i = 0; i < SMP_PFREE_MAX / NUPP_WALK_PGEN_BLOCK + 1; i++) {
+		if (a >= end)
+			break;
+		__sync_fetch_and_add(&pfree_gen[nupp_walk_pgen_slot(a)], 1);
+		a += NUPP_WALK_PGEN_BLOCK;
+	}
+}
+
 /* luajit:proto_free(g, pt): a prototype dies. Its generation ends (samples taken before saw
  * this incarnation); its allocation, intact until after this probe, is sent as it is; and
- * every frame cache entry is dropped (the memory may hold another prototype next). */
+ * the frame cache entries that lie in it are dropped (smp_pfree_bump). */
 SEC("usdt")
 int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 {
@@ -692,16 +720,19 @@ int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 
 	if (!p)
 		return 0;
-	__sync_fetch_and_add(&fc_epoch, 1);
 	/* No layout yet: no sample of the process can exist, so no generation is needed
 	 * (and user/sampler.c writes this entry whole when it sets the layout). */
-	if (!p->layout_ok)
+	if (!p->layout_ok) {
+		__sync_fetch_and_add(&fc_epoch, 1);
 		return 0;
+	}
+	if (bpf_probe_read_user(&sizept, 4, (const void *)(pt + p->lo.pt_sizept)))
+		sizept = 0;
+	smp_pfree_bump(pt, sizept);
 	gen = __sync_fetch_and_add(&p->pgen, 1) + 1;
 	if (!b)
 		goto lost;
-	if (smp_proto_head(b, p, NUPP_SMP_EV_PROTO_FREE, tgid, g, pt) ||
-	    bpf_probe_read_user(&sizept, 4, (const void *)(pt + p->lo.pt_sizept)))
+	if (smp_proto_head(b, p, NUPP_SMP_EV_PROTO_FREE, tgid, g, pt) || !sizept)
 		goto lost;
 	b->h.pgen = gen;
 	n = sizept < NUPP_SMP_PT_MAX ? sizept : NUPP_SMP_PT_MAX;

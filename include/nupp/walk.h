@@ -44,29 +44,51 @@
 #define NUPP_WALK_PAGE 4096  /* a code read stays in the page of the CALL instruction */
 #define NUPP_WALK_MEMO 8     /* per-walk memo entries per kind (power of two) */
 
-/* The frame cache: what a Lua frame emits and where the frame below it lies, kept across
+/* The frame cache: what a Lua frame emits and where the frame above it lies, kept across
  * walks (per CPU in BPF), so a frame met before costs no read of target memory. An entry
- * is keyed by the frame's GCfunc, its PC and its link, and only filled when the PC was
- * validated inside the function's prototype. Everything the entry holds (the prototype's
- * identity, sizebc, firstline, chunk name, and the CALL instruction before the link, in
- * the caller's bytecode) is immutable while those prototypes live, and a genuine frame
- * matching the key is a closure of the same prototype: a GCfunc freed and reused for a
- * closure of another live prototype runs with a PC inside that other prototype. So an
- * entry is right until a prototype is freed: the includer's tag (fc_tag, 0 = no cache)
- * names the process and the count of prototype frees (luajit:proto_free) and VM
- * lifetime events, and an entry with another tag is never used. A trace's start frame
+ * is keyed by the frame's GCfunc and its PC, and only filled when the PC was validated
+ * inside the function's prototype; it also holds the CALL instruction before that PC
+ * when the walk knew it (the PC was the link of the frame above), which places any frame
+ * whose link is that PC (frame_prevl): a frame is found by its link, whatever its caller,
+ * so a function called from many places takes one entry, not one per caller. Everything
+ * the entry holds (the prototype's identity, sizebc, firstline, chunk name, the CALL) is
+ * immutable while the prototype lives, and a genuine frame matching the key is a closure
+ * of the same prototype: a GCfunc freed and reused for a closure of another live
+ * prototype runs with a PC inside that other prototype. So an entry is right while the
+ * prototype holding its PC lives: the free generation (below) of the block of PC - 4 (in
+ * the prototype's allocation), taken when it was filled, must be the same when it is
+ * used (a prototype freed over that block fails the check; only entries that lie in
+ * freed memory are dropped). The includer's tag (fc_tag, 0 = no cache) names the process
+ * and a count of VM lifetime events, and an entry with another tag is never used. The
+ * cache is 2-way set-associative by PC: two closures of one prototype, or two PCs, share
+ * a set. A trace's start frame
  * has no PC (its snapshot has it): its entry is keyed by the function's bytecode address
  * instead of a PC, never one of an entry keyed by a PC (a return PC lies past it), and
  * is only used when the GCfunc, read again, is a Lua function with that bytecode: the
  * prototype it names is one whose facts the tag keeps. */
 #ifndef NUPP_WALK_FC
-#define NUPP_WALK_FC 256 /* entries, direct-mapped (power of two) */
+#define NUPP_WALK_FC 256 /* entries, 2 ways per set (power of two) */
 #endif
 /* Entry i of the cache (i < NUPP_WALK_FC), or 0: the includer may keep the cache out of
  * struct nupp_walk (BPF: a per-CPU array map, larger than a map value may be). */
 #ifndef NUPP_WALK_FC_ENTRY
 #define NUPP_WALK_FC_IN_STATE 1
 #define NUPP_WALK_FC_ENTRY(w, i) (&(w)->fc[(i) & (NUPP_WALK_FC - 1)])
+#endif
+
+/* Free generations: a table of counters by block of target memory (NUPP_WALK_PGEN_BLOCK
+ * bytes, hashed into NUPP_WALK_PGEN slots), and every prototype freed adds one to the
+ * slot of each block its allocation covers (nupp_walk_pgen_slot of each), before its
+ * memory can be reused. A slot shared by two blocks only costs misses. The includer may
+ * keep the table out of struct nupp_walk (BPF: global data, bumped by luajit:proto_free
+ * on any CPU); NUPP_WALK_PGEN_AT(w, i) is slot i's counter. */
+#define NUPP_WALK_PGEN_BLOCK 256
+#ifndef NUPP_WALK_PGEN
+#define NUPP_WALK_PGEN 1024 /* slots (power of two) */
+#endif
+#ifndef NUPP_WALK_PGEN_AT
+#define NUPP_WALK_PGEN_IN_STATE 1
+#define NUPP_WALK_PGEN_AT(w, i) ((w)->pgen[(i) & (NUPP_WALK_PGEN - 1)])
 #endif
 
 /* The trace cache: what nupp_walk_trace found for a trace number of a VM (its GCtrace,
@@ -130,13 +152,15 @@ struct nupp_walk_tc {
 
 /* A frame cache entry (64 bytes). */
 struct nupp_walk_fc {
-	__u64 fn, pc, link; /* key: GCfunc, its PC (inside its prototype), its link */
+	__u64 fn, pc;       /* key: GCfunc, its PC (inside its prototype) */
 	__u64 tag;          /* fc_tag of the walk that filled it (0: empty) */
 	__u64 proto, chunk; /* the frame record: GCproto*, chunk name */
 	__u32 sizebc;
 	__s32 firstline;
 	__s32 pos;
-	__u32 ins; /* the CALL instruction before a Lua link (frame_prevl), else 0 */
+	__u32 ins;     /* the CALL instruction before pc (pc - 4), when has_ins */
+	__u32 gen;     /* free generation of the block of pc - 4 when filled */
+	__u32 has_ins; /* 1: ins is known */
 };
 
 /* The walker's state; the stack it fills is the stacks map value. */
@@ -170,6 +194,8 @@ struct nupp_walk {
 	__u64 fc_tag;         /* frame cache tag set by the includer (0: cache off) */
 	__u64 tc_tag;         /* trace cache tag set by the includer (0: cache off) */
 	__u32 fc_hits, fc_fills; /* frames taken from / stored in the cache in this walk */
+	__u64 ins_pc;         /* a return PC whose CALL (at ins_pc - 4) this walk knows (0: none) */
+	__u32 ins_val;        /* ... that CALL instruction */
 	unsigned char gbuf[512 + 128]; /* [main lua_State +] global_State fields read at start */
 	unsigned char Lbuf[128 + 8];  /* lua_State (NUPP_WALK_L_READ bytes) */
 	unsigned char fnbuf[64 + 8];  /* the current GCfunc (NUPP_WALK_FN_READ bytes) */
@@ -182,6 +208,9 @@ struct nupp_walk {
 	struct nupp_walk_tc tc[NUPP_WALK_TC]; /* the trace cache (kept across walks) */
 #ifdef NUPP_WALK_FC_IN_STATE
 	struct nupp_walk_fc fc[NUPP_WALK_FC]; /* the frame cache (kept across walks) */
+#endif
+#ifdef NUPP_WALK_PGEN_IN_STATE
+	__u32 pgen[NUPP_WALK_PGEN]; /* free generations by block (kept across walks) */
 #endif
 };
 
@@ -332,14 +361,80 @@ NUPP_WALK_INLINE __u64 nupp_walk_fn_bc(struct nupp_walk *w, const struct nupp_lj
 	return nupp_walk_u64(w->fnbuf, lo->fn_pc, 63);
 }
 
-/* Frame cache slot of a (GCfunc, PC, link) key. */
-NUPP_WALK_INLINE __u32 nupp_walk_fc_slot(__u64 fn, __u64 pc, __u64 link)
+/* First entry of the frame cache set of a PC (its two ways are this and the next). */
+NUPP_WALK_INLINE __u32 nupp_walk_fc_set(__u64 pc)
 {
-	__u64 h = (fn * 0xff51afd7ed558ccdull) ^ (pc * 0x9e3779b97f4a7c15ull) ^ (link * 0xc2b2ae3d27d4eb4full);
+	__u64 h = pc * 0x9e3779b97f4a7c15ull;
 
 	h ^= h >> 31;
 	h *= 0xff51afd7ed558ccdull;
-	return (__u32)(h >> 48) & (NUPP_WALK_FC - 1);
+	return (__u32)(h >> 48) & (NUPP_WALK_FC - 2);
+}
+
+/* Free generation slot of the block that holds target address a: blocks in a row take
+ * slots in a row, so the prototypes of one program (allocated together) share few cache
+ * lines of the table (a walk reads a slot or two per frame). */
+NUPP_WALK_INLINE __u32 nupp_walk_pgen_slot(__u64 a)
+{
+	return (__u32)(a / NUPP_WALK_PGEN_BLOCK) & (NUPP_WALK_PGEN - 1);
+}
+
+/* The free generation of the block that holds target address a. */
+NUPP_WALK_INLINE __u32 nupp_walk_pgen(struct nupp_walk *w, __u64 a)
+{
+	return NUPP_WALK_PGEN_AT(w, nupp_walk_pgen_slot(a));
+}
+
+/* Is cache entry c, tagged tag, one of pc whose prototype was not freed since it was
+ * filled (generation g of pc - 4), and with any the one that holds the CALL
+ * before pc, else the one of (fn, pc)? */
+NUPP_WALK_INLINE int nupp_walk_fc_is(const struct nupp_walk_fc *c, __u64 tag, __u64 fn, __u64 pc, __u32 g,
+				     int any)
+{
+	/* One test of all fields (fewer branches for the BPF verifier to follow). */
+	return c && !((c->tag ^ tag) | (c->pc ^ pc) | (__u64)(c->gen ^ g) | (any ? (__u64)!c->has_ins : c->fn ^ fn));
+}
+
+/* The cache entry of (fn, pc), or with any one of pc that holds the CALL before it; 0 if
+ * none is there and valid. */
+NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_look(struct nupp_walk *w, __u64 tag, __u64 fn, __u64 pc,
+							 int any)
+{
+	__u32 set = nupp_walk_fc_set(pc), g = nupp_walk_pgen(w, pc - 4);
+	struct nupp_walk_fc *c = NUPP_WALK_FC_ENTRY(w, set);
+
+	if (nupp_walk_fc_is(c, tag, fn, pc, g, any))
+		return c;
+	c = NUPP_WALK_FC_ENTRY(w, set + 1);
+	return nupp_walk_fc_is(c, tag, fn, pc, g, any) ? c : 0;
+}
+
+/* The cache entry of the frame of GCfunc fn at pc; 0 if none. */
+NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_find(struct nupp_walk *w, __u64 tag, __u64 fn, __u64 pc)
+{
+	return nupp_walk_fc_look(w, tag, fn, pc, 0);
+}
+
+/* A cache entry that holds the CALL before return PC pc (any frame's at pc); 0 if none. */
+NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_call(struct nupp_walk *w, __u64 tag, __u64 pc)
+{
+	return nupp_walk_fc_look(w, tag, 0, pc, 1);
+}
+
+/* The entry to fill for (fn, pc): the one it has, else way 0 of its set, whose entry
+ * moves to way 1 unless it is another process's or an earlier epoch's; 0 if none. */
+NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_way(struct nupp_walk *w, __u64 tag, __u64 fn, __u64 pc)
+{
+	__u32 set = nupp_walk_fc_set(pc);
+	struct nupp_walk_fc *c0 = NUPP_WALK_FC_ENTRY(w, set), *c1 = NUPP_WALK_FC_ENTRY(w, set + 1);
+
+	if (!c0 || !c1)
+		return 0;
+	if (c1->fn == fn && c1->pc == pc && c1->tag == tag)
+		return c1;
+	if (!(c0->fn == fn && c0->pc == pc) && c0->tag == tag)
+		*c1 = *c0;
+	return c0;
 }
 
 /* Memo slot of an address (objects are 8-byte aligned). */
@@ -578,6 +673,9 @@ NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
 	return k;
 }
 
+/* Frames taken from the cache in a row at most (each one is verified once per count). */
+#define NUPP_WALK_CACHED 8
+
 /* Frame cache hits in a row: Lua frames below a Lua link whose entry is cached, linked
  * by a Lua, C or pcall link (a continuation or vararg link goes through the full step),
  * emitted from the stack window with the walk's state in registers. Emits exactly what
@@ -585,14 +683,15 @@ NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
 NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_lj_layout *lo)
 {
 	__u64 frame = w->frame, bot = w->bot, wlo = w->win_lo, whi = w->win_hi, pca = w->pc_above, h = w->hash;
-	__u64 tag = w->fc_tag, gcv = lo->gcvmask, L = w->L, hdr[2], fn, link, next, rep = 0;
+	__u64 tag = w->fc_tag, gcv = lo->gcvmask, L = w->L, hdr[2], fn, link, next, rep = 0, ipc = 0;
 	__u32 d = w->st.depth, maxd = w->max_depth, k, di, t, flua = lo->frame_lua, ash = lo->bc_a_shift & 31;
-	struct nupp_walk_fc *c;
+	__u32 ins = 0;
+	struct nupp_walk_fc *c, *ci;
 	struct nupp_smp_frame rec;
 
 	if (!tag || !pca || w->skip || !w->iter || w->result != NUPP_WALK_RUN)
 		return 0;
-	for (k = 0; k < NUPP_WALK_REPEAT; k++) {
+	for (k = 0; k < NUPP_WALK_CACHED; k++) {
 		if (!pca || frame <= bot || frame - 8 < wlo || frame + 8 > whi)
 			break;
 		__builtin_memcpy(hdr, w->win + ((frame - 8 - wlo) & (NUPP_WALK_WIN - 1)), 16);
@@ -603,13 +702,18 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		t = (link & lo->frame_type) == flua ? flua : (__u32)(link & lo->frame_typep);
 		if (t == lo->frame_cont || t == lo->frame_varg)
 			break;
-		c = NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, pca, link));
-		if (!c || c->tag != tag || c->fn != fn || c->pc != pca || c->link != link)
+		c = nupp_walk_fc_find(w, tag, fn, pca);
+		if (!c)
 			break;
-		if (t == flua)
-			next = frame - 8 * (2 + ((c->ins >> ash) & 0xff)); /* tv_size 8, LJ_FR2 */
-		else
+		if (t == flua) {
+			ci = nupp_walk_fc_call(w, tag, link); /* the caller's entry at this link */
+			if (!ci)
+				break;
+			ins = ci->ins;
+			next = frame - 8 * (2 + ((ins >> ash) & 0xff)); /* tv_size 8, LJ_FR2 */
+		} else {
 			next = frame - (link & ~(__u64)lo->frame_typep);
+		}
 		if (next >= frame || (next & 7))
 			break; /* the full step says why */
 		if (d >= maxd || d >= NUPP_SMP_MAX_DEPTH) {
@@ -630,6 +734,7 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		h = nupp_walk_mix_frame(h, &rec);
 		d++;
 		pca = t == flua ? link : 0;
+		ipc = pca; /* its CALL is ins */
 		if (t == flua && c->pc == link) {
 			/* Recursion (its PC is its own link): nupp_walk_repeat, without lookups. */
 			rep = frame - next;
@@ -651,6 +756,8 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		w->iter += k;
 		w->fc_hits += k;
 		w->rep_delta = rep;
+		w->ins_pc = ipc;
+		w->ins_val = ins;
 	}
 	return k;
 }
@@ -666,7 +773,7 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	__u8 ffid = 0, skip, lt;
 	int first, e, hit = 0;
 	struct nupp_walk_fn *f = 0;
-	struct nupp_walk_fc *c = 0;
+	struct nupp_walk_fc *c = 0, *ci;
 
 	if (w->rep_delta && nupp_walk_repeat(w))
 		return 0;
@@ -699,13 +806,16 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	 * reads below would choose it too. */
 	cand = first ? w->leaf_pc[0] : w->pc_above;
 	if (w->fc_tag && !skip && cand) {
-		c = NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, cand, link));
-		if (c && c->tag == w->fc_tag && c->fn == fn && c->pc == cand && c->link == link) {
+		c = nupp_walk_fc_find(w, w->fc_tag, fn, cand);
+		if (c) {
 			if (nupp_walk_emit(w, NUPP_SMP_LUA, c->proto, c->chunk, c->firstline, c->sizebc, c->pos,
 					   lt))
 				return 1;
+			if (!c->has_ins && w->ins_pc == cand) {
+				c->ins = w->ins_val; /* the CALL before it, read since */
+				c->has_ins = 1;
+			}
 			pc = cand;
-			ins = c->ins;
 			hit = 1;
 			w->fc_hits++;
 			goto step;
@@ -714,12 +824,11 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	if (w->fc_tag && !skip && first && w->mode == NUPP_WALK_TRACE) {
 		/* A trace's start frame: keyed by its bytecode, read now (see NUPP_WALK_FC). */
 		cand = nupp_walk_fn_bc(w, lo, fn);
-		c = cand ? NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, cand, link)) : 0;
-		if (c && c->tag == w->fc_tag && c->fn == fn && c->pc == cand && c->link == link) {
+		c = cand ? nupp_walk_fc_find(w, w->fc_tag, fn, cand) : 0;
+		if (c) {
 			if (nupp_walk_emit(w, NUPP_SMP_LUA, c->proto, c->chunk, c->firstline, c->sizebc, c->pos,
 					   lt))
 				return 1;
-			ins = c->ins;
 			hit = 1;
 			w->fc_hits++;
 			goto step;
@@ -806,8 +915,11 @@ window:
 step:
 	if ((link & lo->frame_type) == lo->frame_lua) {
 		/* frame_prevl: below by 1 + LJ_FR2 + A of the CALL before the return PC
-		 * (lj_frame.h:108). */
-		if (!hit && nupp_walk_call_ins(w, lo, link, &ins))
+		 * (lj_frame.h:108), cached with the caller's frame at that PC. */
+		ci = w->fc_tag ? nupp_walk_fc_call(w, w->fc_tag, link) : 0;
+		if (ci)
+			ins = ci->ins;
+		else if (nupp_walk_call_ins(w, lo, link, &ins))
 			NUPP_WALK_GOTO(fault);
 		next = frame - tvsz * (1 + lo->fr2 + ((ins >> lo->bc_a_shift) & 0xff));
 		/* A Lua frame emitted with the PC given by this same link: repeatable. */
@@ -839,22 +951,29 @@ step:
 	 * (no PC: cand is its bytecode): keep it. */
 	if (!hit && w->fc_tag && f && ffid == lo->ff_lua && !skip && cand &&
 	    (pc == cand || (!pc && first && w->mode == NUPP_WALK_TRACE && cand == bc))) {
-		c = NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, cand, link));
+		c = nupp_walk_fc_way(w, w->fc_tag, fn, cand);
 		if (!c)
 			goto filled;
 		c->tag = w->fc_tag;
 		c->fn = fn;
 		c->pc = cand;
-		c->link = link;
 		c->proto = bc - lo->pt_size;
 		c->chunk = f->chunk;
 		c->sizebc = sizebc;
 		c->firstline = f->firstline;
 		c->pos = pos;
-		c->ins = (link & lo->frame_type) == lo->frame_lua ? ins : 0;
+		/* The CALL before cand, read (or cached) by the step of the frame above. */
+		c->has_ins = w->ins_pc == cand;
+		c->ins = c->has_ins ? w->ins_val : 0;
+		/* No prototype of this VM is freed during its walk: the facts read are of this
+		 * generation. */
+		c->gen = nupp_walk_pgen(w, cand - 4);
 		w->fc_fills++;
 	}
 filled:
+	/* The CALL before a Lua link, for the frame below (whose PC that link is). */
+	w->ins_pc = (link & lo->frame_type) == lo->frame_lua ? link : 0;
+	w->ins_val = ins;
 	w->frame = next;
 	w->iter++;
 	return 0;
@@ -918,6 +1037,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->why = 0;
 	w->strict = 0;
 	w->fc_hits = w->fc_fills = 0;
+	w->ins_pc = 0;
 	w->result = NUPP_WALK_RUN;
 	w->pc_above = 0;
 	w->leaf_pc[0] = w->leaf_pc[1] = 0;
