@@ -79,7 +79,8 @@ static void cost_detach_probes(struct bpf_link **l)
 
 /* usage: sampler_cost [-F HZ] [-e DEPTH] CMD [ARGS...]; prints one "key=value ..." line
  * on stdout: samples stacked, lost (by reason), samples whose stack has DEPTH frames,
- * and run_time_ns / run_cnt of the sampling program over the target's samples only. */
+ * prototypes the target freed (luajit:proto_free), and run_time_ns / run_cnt of the
+ * sampling program over the target's samples only. */
 int main(int argc, char **argv)
 {
 	static struct nupp_smp_count_key keys[COST_MAX_KEYS];
@@ -216,6 +217,9 @@ int main(int argc, char **argv)
 	while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
 		;
 	pid = 0;
+	/* Prototypes freed: the process's prototype generation counts them. */
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.procs), &tgid, &proc))
+		proc.pgen = 0;
 	memset(&info, 0, sizeof(info));
 	if (bpf_obj_get_info_by_fd(bpf_program__fd(skel->progs.nupp_sample), &info, &info_len))
 		goto out;
@@ -246,10 +250,10 @@ int main(int argc, char **argv)
 	if (want >= 0 && want <= NUPP_SMP_MAX_DEPTH)
 		at_depth = depth_hist[want];
 	printf("samples=%llu stacks=%d at_depth=%llu lost_no_vm=%llu lost_fault=%llu lost_bad=%llu lost_trunc=%llu "
-	       "lost_full=%llu run_cnt=%llu run_time_ns=%llu ns_per_run=%.0f\n",
+	       "lost_full=%llu frees=%llu run_cnt=%llu run_time_ns=%llu ns_per_run=%.0f\n",
 	       (unsigned long long)samples, n, (unsigned long long)at_depth, (unsigned long long)lost[0],
 	       (unsigned long long)lost[1], (unsigned long long)lost[2], (unsigned long long)lost[3],
-	       (unsigned long long)lost[4], (unsigned long long)info.run_cnt, (unsigned long long)info.run_time_ns,
+	       (unsigned long long)lost[4], (unsigned long long)proc.pgen, (unsigned long long)info.run_cnt, (unsigned long long)info.run_time_ns,
 	       info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0.0);
 #ifdef COST_BASE
 	memset(&binfo, 0, sizeof(binfo));
