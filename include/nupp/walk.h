@@ -617,6 +617,7 @@ NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_l
 	w->stk_lo = stack;
 	w->stk_hi = stack + (__u64)lo->tv_size * stacksize;
 	w->pc_above = 0;
+	w->ins_pc = 0; /* no CALL known for the resumer's leaf */
 	w->leaf_pc[0] = spc;
 	w->leaf_pc[1] = 0;
 	w->iter = 0;
@@ -685,7 +686,7 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 	__u64 frame = w->frame, bot = w->bot, wlo = w->win_lo, whi = w->win_hi, pca = w->pc_above, h = w->hash;
 	__u64 tag = w->fc_tag, gcv = lo->gcvmask, L = w->L, hdr[2], fn, link, next, rep = 0, ipc = 0;
 	__u32 d = w->st.depth, maxd = w->max_depth, k, di, t, flua = lo->frame_lua, ash = lo->bc_a_shift & 31;
-	__u32 ins = 0;
+	__u32 ins = 0, ci_ins = 0;
 	struct nupp_walk_fc *c, *ci;
 	struct nupp_smp_frame rec;
 
@@ -709,8 +710,8 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 			ci = nupp_walk_fc_call(w, tag, link); /* the caller's entry at this link */
 			if (!ci)
 				break;
-			ins = ci->ins;
-			next = frame - 8 * (2 + ((ins >> ash) & 0xff)); /* tv_size 8, LJ_FR2 */
+			ci_ins = ci->ins; /* ins only once this frame is taken: it goes with ipc */
+			next = frame - 8 * (2 + ((ci_ins >> ash) & 0xff)); /* tv_size 8, LJ_FR2 */
 		} else {
 			next = frame - (link & ~(__u64)lo->frame_typep);
 		}
@@ -735,6 +736,7 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		d++;
 		pca = t == flua ? link : 0;
 		ipc = pca; /* its CALL is ins */
+		ins = ci_ins;
 		if (t == flua && c->pc == link) {
 			/* Recursion (its PC is its own link): nupp_walk_repeat, without lookups. */
 			rep = frame - next;
