@@ -45,8 +45,7 @@ __u64 epoch = 0;
  * bumps it (both with full barriers): a CPU not marked has no sample of the old buffer. */
 struct nupp_smp_inflight inflight[NUPP_SMP_MAX_CPUS] __attribute__((aligned(64))) = {};
 /* Frame cache epoch: bumped by every VM opened or closed, by userspace when it adds a
- * process, and by a prototype freed whose blocks cannot be counted (pfree_gen); part of
- * every cache entry's tag. */
+ * process; part of every cache entry's tag (a prototype freed bumps pfree_gen). */
 __u64 fc_epoch = 1;
 /* Trace cache epoch: bumped by every trace stopped, freed or flushed in a target; the
  * trace cache's tag is made of both epochs (their sum grows when either does). */
@@ -685,26 +684,11 @@ static __always_inline void smp_kstr(struct smp_proto_buf *b, struct nupp_smp_pr
 	bpf_ringbuf_output(&events, b, sizeof(b->h) + used, smp_proto_wakeup());
 }
 
-/* Adds one to the free generation of every block of [pt, pt + sizept): the frame cache
- * entries whose PC or call site lies there are dropped (the memory may hold another
- * prototype next). An allocation too large to count drops every entry instead. */
-#define SMP_PFREE_MAX 65536 /* bytes of a prototype counted block by block, at most */
-
-static __always_inline void smp_pfree_bump(__u64 pt, __u32 sizept)
+/* Adds one to the free generation of the block that holds GCproto pt: the frame cache
+ * entries that name it are dropped (its memory may hold another prototype next). */
+static __always_inline void smp_pfree_bump(__u64 pt)
 {
-	__u64 a = pt & ~(__u64)(NUPP_WALK_PGEN_BLOCK - 1), end = pt + sizept;
-	__u32 i;
-
-	if (!sizept || sizept > SMP_PFREE_MAX) {
-		__sync_fetch_and_add(&fc_epoch, 1);
-		return;
-	}
-	for (i = 0; i < SMP_PFREE_MAX / NUPP_WALK_PGEN_BLOCK + 1; i++) {
-		if (a >= end)
-			break;
-		__sync_fetch_and_add(&pfree_gen[nupp_walk_pgen_slot(a)], 1);
-		a += NUPP_WALK_PGEN_BLOCK;
-	}
+	__sync_fetch_and_add(&pfree_gen[nupp_walk_pgen_slot(pt)], 1);
 }
 
 /* luajit:proto_free(g, pt): a prototype dies. Its generation ends (samples taken before saw
@@ -728,7 +712,7 @@ int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 	}
 	if (bpf_probe_read_user(&sizept, 4, (const void *)(pt + p->lo.pt_sizept)))
 		sizept = 0;
-	smp_pfree_bump(pt, sizept);
+	smp_pfree_bump(pt);
 	gen = __sync_fetch_and_add(&p->pgen, 1) + 1;
 	if (!b)
 		goto lost;

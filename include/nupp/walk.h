@@ -78,11 +78,13 @@
 
 /* Free generations: a table of counters by block of target memory (NUPP_WALK_PGEN_BLOCK
  * bytes, hashed into NUPP_WALK_PGEN slots), and every prototype freed adds one to the
- * slot of each block its allocation covers (nupp_walk_pgen_slot of each), before its
- * memory can be reused. A slot shared by two blocks only costs misses. The includer may
- * keep the table out of struct nupp_walk (BPF: global data, bumped by luajit:proto_free
- * on any CPU); NUPP_WALK_PGEN_AT(w, i) is slot i's counter. */
-#define NUPP_WALK_PGEN_BLOCK 256
+ * slot of the block that holds its GCproto (a GCproto is larger than a block, so no two
+ * start in one), before its memory can be reused. A frame cache entry is checked by the
+ * slot of the GCproto it names, which holds its PC and the CALL it keeps: a neighbour
+ * freed never drops it, and a slot shared by two blocks only costs misses. The includer
+ * may keep the table out of struct nupp_walk (BPF: global data, bumped by
+ * luajit:proto_free on any CPU); NUPP_WALK_PGEN_AT(w, i) is slot i's counter. */
+#define NUPP_WALK_PGEN_BLOCK 64
 #ifndef NUPP_WALK_PGEN
 #define NUPP_WALK_PGEN 1024 /* slots (power of two) */
 #endif
@@ -385,14 +387,15 @@ NUPP_WALK_INLINE __u32 nupp_walk_pgen(struct nupp_walk *w, __u64 a)
 	return NUPP_WALK_PGEN_AT(w, nupp_walk_pgen_slot(a));
 }
 
-/* Is cache entry c, tagged tag, one of pc whose prototype was not freed since it was
- * filled (generation g of pc - 4), and with any the one that holds the CALL
- * before pc, else the one of (fn, pc)? */
-NUPP_WALK_INLINE int nupp_walk_fc_is(const struct nupp_walk_fc *c, __u64 tag, __u64 fn, __u64 pc, __u32 g,
-				     int any)
+/* Is cache entry c, tagged tag, one of pc whose prototype (the one it names) was not
+ * freed since it was filled, and with any one that holds the CALL before pc, else the
+ * one of (fn, pc)? */
+NUPP_WALK_INLINE int nupp_walk_fc_is(struct nupp_walk *w, const struct nupp_walk_fc *c, __u64 tag, __u64 fn,
+				     __u64 pc, int any)
 {
 	/* One test of all fields (fewer branches for the BPF verifier to follow). */
-	return c && !((c->tag ^ tag) | (c->pc ^ pc) | (__u64)(c->gen ^ g) | (any ? (__u64)!c->has_ins : c->fn ^ fn));
+	return c && !((c->tag ^ tag) | (c->pc ^ pc) | (any ? (__u64)!c->has_ins : c->fn ^ fn)) &&
+	       c->gen == nupp_walk_pgen(w, c->proto);
 }
 
 /* The cache entry of (fn, pc), or with any one of pc that holds the CALL before it; 0 if
@@ -400,13 +403,13 @@ NUPP_WALK_INLINE int nupp_walk_fc_is(const struct nupp_walk_fc *c, __u64 tag, __
 NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_look(struct nupp_walk *w, __u64 tag, __u64 fn, __u64 pc,
 							 int any)
 {
-	__u32 set = nupp_walk_fc_set(pc), g = nupp_walk_pgen(w, pc - 4);
+	__u32 set = nupp_walk_fc_set(pc);
 	struct nupp_walk_fc *c = NUPP_WALK_FC_ENTRY(w, set);
 
-	if (nupp_walk_fc_is(c, tag, fn, pc, g, any))
+	if (nupp_walk_fc_is(w, c, tag, fn, pc, any))
 		return c;
 	c = NUPP_WALK_FC_ENTRY(w, set + 1);
-	return nupp_walk_fc_is(c, tag, fn, pc, g, any) ? c : 0;
+	return nupp_walk_fc_is(w, c, tag, fn, pc, any) ? c : 0;
 }
 
 /* The cache entry of the frame of GCfunc fn at pc; 0 if none. */
@@ -969,7 +972,7 @@ step:
 		c->ins = c->has_ins ? w->ins_val : 0;
 		/* No prototype of this VM is freed during its walk: the facts read are of this
 		 * generation. */
-		c->gen = nupp_walk_pgen(w, cand - 4);
+		c->gen = nupp_walk_pgen(w, c->proto);
 		w->fc_fills++;
 	}
 filled:

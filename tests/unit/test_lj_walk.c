@@ -1033,23 +1033,26 @@ static __u64 distinct_chain(__u32 n, __u32 c, __u64 fns[], __u64 pts[], __u64 le
 static int freed_slot[NUPP_WALK_PGEN];
 
 /* A prototype freed, as luajit:proto_free counts it in the sampler: one more on the free
- * generation of every block of its allocation. */
+ * generation of the block of its GCproto. */
 static void free_proto(__u64 pt)
 {
-	__u32 size;
-	__u64 a;
+	w.pgen[nupp_walk_pgen_slot(pt)]++;
+	freed_slot[nupp_walk_pgen_slot(pt)] = 1;
+}
 
-	memcpy(&size, (void *)(uintptr_t)(pt + lo->pt_sizept), 4);
-	for (a = pt & ~(__u64)(NUPP_WALK_PGEN_BLOCK - 1); a < pt + size; a += NUPP_WALK_PGEN_BLOCK) {
-		w.pgen[nupp_walk_pgen_slot(a)]++;
-		freed_slot[nupp_walk_pgen_slot(a)] = 1;
-	}
+/* The GCproto of Lua function fn (in fake memory). */
+static __u64 proto_of(__u64 fn)
+{
+	__u64 bc;
+
+	memcpy(&bc, (void *)(uintptr_t)(fn + lo->fn_pc), 8);
+	return bc - lo->pt_size;
 }
 
 /* The hits a 2-way cache of NUPP_WALK_FC entries should give on a walk of the chain's
  * keys (leaf first, main last) after a walk that filled them: a model of the cache, for
  * set collisions (a miss fills way 0 and moves its key to way 1, which may evict a later
- * key) and for the prototypes freed since (free_proto: a key whose PC - 4 lies in a block
+ * key) and for the prototypes freed since (free_proto: a key whose GCproto lies in a block
  * counted is a miss, refilled in place). Forgets the frees. */
 static __u32 hits_expected(void)
 {
@@ -1062,7 +1065,7 @@ static __u32 hits_expected(void)
 		for (i = nkeys; i-- > 0;) {
 			set = nupp_walk_fc_set(key_pc[i]);
 			if (way_key[set] == (int)i || way_key[set + 1] == (int)i) {
-				if (!freed_slot[nupp_walk_pgen_slot(key_pc[i] - 4)])
+				if (!freed_slot[nupp_walk_pgen_slot(proto_of(key_fn[i]))])
 					hits += pass;
 				continue;
 			}
