@@ -384,6 +384,9 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	}
 	/* tgid < 2^22 (PID_MAX_LIMIT): the tag names the process and the epoch. */
 	s->w.fc_tag = (fc_epoch << 22) | (tgid & 0x3fffff);
+	/* Frees happen on the VM's thread, not during this sample: entries filled at this
+	 * count name no prototype freed since. */
+	s->w.fc_pg = pgen;
 	/* The trace lifetime probes are attached with luajit:proto_free (fc_ok). */
 	s->w.tc_tag = ((fc_epoch + tc_epoch) << 22) | (tgid & 0x3fffff);
 	vmstate = smp_walk(s, &r, g);

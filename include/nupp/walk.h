@@ -160,9 +160,9 @@ struct nupp_walk_fc {
 	__u32 sizebc;
 	__s32 firstline;
 	__s32 pos;
-	__u32 ins;     /* the CALL instruction before pc (pc - 4), when has_ins */
-	__u32 gen;     /* free generation of the block of pc - 4 when filled */
-	__u32 has_ins; /* 1: ins is known */
+	__u32 ins;     /* the CALL instruction before pc (pc - 4), when pg_ins & 1 */
+	__u32 gen;     /* free generation of its GCproto's block when filled */
+	__u32 pg_ins;  /* (fc_pg when filled) << 1 | 1 when ins is known */
 };
 
 /* The walker's state; the stack it fills is the stacks map value. */
@@ -194,6 +194,7 @@ struct nupp_walk {
 	__u64 rep_gcv;        /* the layout's gcvmask (nupp_walk_repeat has no layout) */
 	__u64 rep_delta;      /* ... and the distance to the frame below it (0: none) */
 	__u64 fc_tag;         /* frame cache tag set by the includer (0: cache off) */
+	__u64 fc_pg;          /* the process's count of prototype frees, set by the includer */
 	__u64 tc_tag;         /* trace cache tag set by the includer (0: cache off) */
 	__u32 fc_hits, fc_fills; /* frames taken from / stored in the cache in this walk */
 	__u64 ins_pc;         /* a return PC whose CALL (at ins_pc - 4) this walk knows (0: none) */
@@ -394,8 +395,8 @@ NUPP_WALK_INLINE int nupp_walk_fc_is(struct nupp_walk *w, const struct nupp_walk
 				     __u64 pc, int any)
 {
 	/* One test of all fields (fewer branches for the BPF verifier to follow). */
-	return c && !((c->tag ^ tag) | (c->pc ^ pc) | (any ? (__u64)!c->has_ins : c->fn ^ fn)) &&
-	       c->gen == nupp_walk_pgen(w, c->proto);
+	return c && !((c->tag ^ tag) | (c->pc ^ pc) | (any ? (__u64)!(c->pg_ins & 1) : c->fn ^ fn)) &&
+	       ((c->pg_ins >> 1) == ((__u32)w->fc_pg & 0x7fffffff) || c->gen == nupp_walk_pgen(w, c->proto));
 }
 
 /* The cache entry of (fn, pc), or with any one of pc that holds the CALL before it; 0 if
@@ -816,9 +817,9 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 			if (nupp_walk_emit(w, NUPP_SMP_LUA, c->proto, c->chunk, c->firstline, c->sizebc, c->pos,
 					   lt))
 				return 1;
-			if (!c->has_ins && w->ins_pc == cand) {
+			if (!(c->pg_ins & 1) && w->ins_pc == cand) {
 				c->ins = w->ins_val; /* the CALL before it, read since */
-				c->has_ins = 1;
+				c->pg_ins |= 1;
 			}
 			pc = cand;
 			hit = 1;
@@ -968,8 +969,10 @@ step:
 		c->firstline = f->firstline;
 		c->pos = pos;
 		/* The CALL before cand, read (or cached) by the step of the frame above. */
-		c->has_ins = w->ins_pc == cand;
-		c->ins = c->has_ins ? w->ins_val : 0;
+		c->ins = w->ins_pc == cand ? w->ins_val : 0;
+		/* A process that freed no prototype since (fc_pg the same) needs no check of
+		 * the generation. */
+		c->pg_ins = ((__u32)w->fc_pg << 1) | (w->ins_pc == cand);
 		/* No prototype of this VM is freed during its walk: the facts read are of this
 		 * generation. */
 		c->gen = nupp_walk_pgen(w, c->proto);

@@ -1037,6 +1037,7 @@ static int freed_slot[NUPP_WALK_PGEN];
 static void free_proto(__u64 pt)
 {
 	w.pgen[nupp_walk_pgen_slot(pt)]++;
+	w.fc_pg++; /* the process's count of frees */
 	freed_slot[nupp_walk_pgen_slot(pt)] = 1;
 }
 
