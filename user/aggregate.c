@@ -267,26 +267,19 @@ int nupp_frame_table_add(struct nupp_frame_table *t, const char *name, const cha
 			 int last_line)
 {
 	struct nupp_frame_info *e;
-	size_t len = strlen(name), slot, *link;
+	size_t len = strlen(name), slot, k, last = 0; /* last: the name's last entry + 1 */
 
 	if (agg_name_grow(t))
 		return -ENOMEM;
 	slot = agg_name_slot(t, name, len);
-	for (link = &t->index[slot]; *link; link = &t->v[*link - 1].next) {
-		e = &t->v[*link - 1];
+	for (k = t->index[slot]; k; k = t->v[k - 1].next) {
+		e = &t->v[k - 1];
 		if (e->first_line == first_line && e->last_line == last_line && strcmp(e->file, file) == 0)
 			return 0;
+		last = k;
 	}
 	if (agg_reserve((void **)&t->v, t->n, &t->cap, sizeof(*e)))
 		return -ENOMEM;
-	/* t->v may have moved: link points into it unless it is the index slot. */
-	if (t->index[slot]) {
-		size_t k = t->index[slot];
-
-		while (t->v[k - 1].next)
-			k = t->v[k - 1].next;
-		link = &t->v[k - 1].next;
-	}
 	e = &t->v[t->n];
 	e->name = strdup(name);
 	e->file = strdup(file);
@@ -299,7 +292,10 @@ int nupp_frame_table_add(struct nupp_frame_table *t, const char *name, const cha
 		return -ENOMEM;
 	}
 	t->n++;
-	*link = t->n;
+	if (last)
+		t->v[last - 1].next = t->n;
+	else
+		t->index[slot] = t->n;
 	return 0;
 }
 
