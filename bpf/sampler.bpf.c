@@ -6,9 +6,12 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
 
+#include "nupp/sampler_abi.h"
+
 #define NUPP_WALK_READ(dst, sz, addr) bpf_probe_read_user((dst), (sz), (const void *)(unsigned long)(addr))
-/* The walker's frame cache: a per-CPU array map (16384 x 64 bytes per CPU, 2 ways a set). */
-#define NUPP_WALK_FC 16384
+/* The walker's frame cache: 16384 x 64 bytes per CPU, 2 ways a set, each CPU's in a row
+ * of one array map (smp_fc_entry). */
+#define NUPP_WALK_FC NUPP_SMP_FC_ENTRIES
 #define NUPP_WALK_FC_ENTRY(w, i) smp_fc_entry(i)
 struct nupp_walk_fc;
 static __always_inline struct nupp_walk_fc *smp_fc_entry(__u32 i);
@@ -20,16 +23,31 @@ __u32 pfree_gen[NUPP_WALK_PGEN];
 #include "nupp/walk.h"
 #include "nupp/zone_abi.h"
 
+/* CPUs with a frame cache: CPU c's entries are fcache[c * NUPP_WALK_FC ...]; userspace
+ * sets it, and fcache's max_entries to fc_ncpu * NUPP_WALK_FC, before load. A plain array,
+ * not a per-CPU one: an entry is one address computation away, where a per-CPU array
+ * reads a per-CPU pointer first (a walk through functions met in no order touches twice
+ * the memory, tests/bench/bench_floor.sh lkr32 against lka32). */
+const volatile __u32 fc_ncpu = 1;
+
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NUPP_WALK_FC);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NUPP_WALK_FC); /* fc_ncpu * NUPP_WALK_FC, set at load */
 	__type(key, __u32);
 	__type(value, struct nupp_walk_fc);
 } fcache SEC(".maps");
 
+/* Entry i of this CPU's frame cache, or 0 (a CPU without one: no frame is cached). No
+ * sample runs inside another on one CPU (perf_event programs do not nest), so a CPU's
+ * entries are only ever written by one walk at a time, as a per-CPU map's would be. */
 static __always_inline struct nupp_walk_fc *smp_fc_entry(__u32 i)
 {
-	return bpf_map_lookup_elem(&fcache, &i);
+	__u32 cpu = bpf_get_smp_processor_id(), k;
+
+	if (cpu >= fc_ncpu)
+		return 0;
+	k = cpu * NUPP_WALK_FC + (i & (NUPP_WALK_FC - 1));
+	return bpf_map_lookup_elem(&fcache, &k);
 }
 
 char LICENSE[] SEC("license") = "GPL";
@@ -140,6 +158,22 @@ struct {
 	__type(value, struct smp_proto_buf);
 } proto_buf SEC(".maps");
 
+/* What the walks did (enum nupp_smp_wstat), per CPU: for diagnosis. */
+struct smp_wstat {
+	__u64 v[NUPP_SMP_WS_N];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct smp_wstat);
+} wstat SEC(".maps");
+
+/* Time the walk and the store of every sample (bpf_ktime_get_ns, 3 reads a sample)
+ * into wstat: set by the benchmarks only. */
+const volatile __u32 time_stats = 0;
+
 /* Samples lost in the walk, by (mode, walker source line): for diagnosis. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -208,6 +242,35 @@ __noinline int smp_host(__u32 buf, __u32 tgid, __u32 tid, __u64 ip)
 	return 0;
 }
 
+/* This CPU's walk counters, or 0. */
+static __always_inline struct smp_wstat *smp_wstat_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&wstat, &zero);
+}
+
+/* Adds what walk w did to this CPU's counters. */
+static __always_inline void smp_wstat_walk(const struct nupp_walk *w)
+{
+	struct smp_wstat *ws = smp_wstat_get();
+
+	if (!ws)
+		return;
+	ws->v[NUPP_SMP_WS_WALKS]++;
+	ws->v[NUPP_SMP_WS_HITS] += w->fc_hits;
+	ws->v[NUPP_SMP_WS_FILLS] += w->fc_fills;
+	ws->v[NUPP_SMP_WS_LOOKS] += w->fc_looks;
+	ws->v[NUPP_SMP_WS_PROBES] += w->fc_probes;
+	ws->v[NUPP_SMP_WS_STALE] += w->fc_stale;
+	ws->v[NUPP_SMP_WS_PGREADS] += w->fc_pgreads;
+	ws->v[NUPP_SMP_WS_READS] += w->rd_n;
+	ws->v[NUPP_SMP_WS_RBYTES] += w->rd_bytes;
+	ws->v[NUPP_SMP_WS_RWIN] += w->rd_win;
+	ws->v[NUPP_SMP_WS_RCODE] += w->rd_code;
+	ws->v[NUPP_SMP_WS_RFN] += w->rd_fn;
+}
+
 /* One frame of the walk of this CPU's scratch: 1 when the walk is over. A global
  * function: the verifier checks it once, on its own, instead of once for every state in
  * which smp_sample reaches bpf_loop (each attempt, each start mode). */
@@ -255,6 +318,7 @@ __noinline int smp_walk_try(const struct nupp_walk_regs *r, __u64 g, __u32 how, 
 		nupp_walk_cut(&s->w); /* out of iterations: a cut stack */
 	if (s->w.result == NUPP_WALK_DONE && !s->w.st.depth)
 		s->w.result = NUPP_WALK_BAD_FRAME; /* no frame at all is not a stack */
+	smp_wstat_walk(&s->w);
 	return s->w.result == NUPP_WALK_DONE;
 }
 
@@ -345,8 +409,9 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	struct nupp_smp_count_key key = {};
 	struct nupp_smp_count *c, init = {};
 	__s32 vmstate;
-	__u64 pgen;
+	__u64 pgen, t0 = 0, t1 = 0;
 	__u8 fc_ok;
+	struct smp_wstat *ws;
 	int err;
 
 	/* User registers also for samples taken in kernel mode (in a syscall: the frame saved
@@ -389,7 +454,20 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	s->w.fc_pg = pgen;
 	/* The trace lifetime probes are attached with luajit:proto_free (fc_ok). */
 	s->w.tc_tag = ((fc_epoch + tc_epoch) << 22) | (tgid & 0x3fffff);
+	if (time_stats)
+		t0 = bpf_ktime_get_ns();
 	vmstate = smp_walk(s, &r, g);
+	ws = smp_wstat_get();
+	if (ws) {
+		ws->v[NUPP_SMP_WS_SAMPLES]++;
+		if (s->w.result == NUPP_WALK_DONE)
+			ws->v[NUPP_SMP_WS_FRAMES] += s->w.st.depth;
+	}
+	if (time_stats) {
+		t1 = bpf_ktime_get_ns();
+		if (ws)
+			ws->v[NUPP_SMP_WS_WALK_NS] += t1 - t0;
+	}
 	if (s->w.result == NUPP_WALK_NOT_RUNNING)
 		return smp_host(buf, tgid, tid, r.ip); /* this thread does not run the VM now */
 	if (s->w.result != NUPP_WALK_DONE) {
@@ -418,6 +496,8 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 		err = bpf_map_update_elem(&stacks, &key.stack, &s->w.st, BPF_NOEXIST);
 		if (err && err != -17 /* EEXIST: another CPU stored it */)
 			return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
+		if (ws)
+			ws->v[NUPP_SMP_WS_NEWSTACK]++;
 	}
 	if (!c) {
 		/* EEXIST from a racing CPU is fine; a full map shows as a failed lookup. */
@@ -425,9 +505,15 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 		c = bpf_map_lookup_elem(&counts, &key);
 		if (!c)
 			return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
+		if (ws)
+			ws->v[NUPP_SMP_WS_NEWCOUNT]++;
 	}
 	if (state < NUPP_SMP_NSTATES)
 		__sync_fetch_and_add(&c->n[state], 1);
+	if (time_stats && ws) {
+		ws->v[NUPP_SMP_WS_STORE_NS] += bpf_ktime_get_ns() - t1;
+		ws->v[NUPP_SMP_WS_TIMED]++;
+	}
 	return 0;
 }
 

@@ -16,6 +16,9 @@
 #define NUPP_WALK_INLINE static inline __attribute__((always_inline))
 #endif
 
+/* A read of target memory by a walk, counted in the walk's state (w in scope). */
+#define NUPP_WALK_RD(dst, sz, addr) (w->rd_n++, w->rd_bytes += (__u32)(sz), NUPP_WALK_READ(dst, sz, addr))
+
 /* Jumps to a failure label, remembering the walker line that failed (diagnosis). */
 #define NUPP_WALK_GOTO(label)            \
 	do {                             \
@@ -196,7 +199,14 @@ struct nupp_walk {
 	__u64 fc_tag;         /* frame cache tag set by the includer (0: cache off) */
 	__u64 fc_pg;          /* the process's count of prototype frees, set by the includer */
 	__u64 tc_tag;         /* trace cache tag set by the includer (0: cache off) */
-	__u32 fc_hits, fc_fills; /* frames taken from / stored in the cache in this walk */
+	/* What this walk did (reset by nupp_walk_start; diagnosis and tests): */
+	__u32 fc_hits, fc_fills; /* frames taken from / stored in the frame cache */
+	__u32 fc_looks;       /* frame cache set lookups (each one or two entries) */
+	__u32 fc_probes;      /* ... entries fetched (NUPP_WALK_FC_ENTRY) */
+	__u32 fc_stale;       /* entries of the key refused by their free generation */
+	__u32 fc_pgreads;     /* free generations read (an entry filled before a free) */
+	__u32 rd_n, rd_bytes; /* reads of target memory (NUPP_WALK_RD), bytes read */
+	__u32 rd_win, rd_code, rd_fn; /* ... of them: stack windows, bytecode, GCfunc+GCproto */
 	__u64 ins_pc;         /* a return PC whose CALL (at ins_pc - 4) this walk knows (0: none) */
 	__u32 ins_val;        /* ... that CALL instruction */
 	unsigned char gbuf[512 + 128]; /* [main lua_State +] global_State fields read at start */
@@ -358,7 +368,7 @@ NUPP_WALK_INLINE int nupp_walk_pc_in(__u64 pc, __u64 bc, __u32 sizebc)
  * or not a Lua function. */
 NUPP_WALK_INLINE __u64 nupp_walk_fn_bc(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 fn)
 {
-	if (!fn || NUPP_WALK_READ(w->fnbuf, NUPP_WALK_FN_READ, fn) || w->fnbuf[lo->fn_gct & 63] != lo->gct_func ||
+	if (!fn || (w->rd_fn++, NUPP_WALK_RD(w->fnbuf, NUPP_WALK_FN_READ, fn)) || w->fnbuf[lo->fn_gct & 63] != lo->gct_func ||
 	    w->fnbuf[lo->fn_ffid & 63] != lo->ff_lua)
 		return 0;
 	return nupp_walk_u64(w->fnbuf, lo->fn_pc, 63);
@@ -395,8 +405,15 @@ NUPP_WALK_INLINE int nupp_walk_fc_is(struct nupp_walk *w, const struct nupp_walk
 				     __u64 pc, int any)
 {
 	/* One test of all fields (fewer branches for the BPF verifier to follow). */
-	return c && !((c->tag ^ tag) | (c->pc ^ pc) | (any ? (__u64)!(c->pg_ins & 1) : c->fn ^ fn)) &&
-	       ((c->pg_ins >> 1) == ((__u32)w->fc_pg & 0x7fffffff) || c->gen == nupp_walk_pgen(w, c->proto));
+	if (!c || ((c->tag ^ tag) | (c->pc ^ pc) | (any ? (__u64)!(c->pg_ins & 1) : c->fn ^ fn)))
+		return 0;
+	if ((c->pg_ins >> 1) == ((__u32)w->fc_pg & 0x7fffffff))
+		return 1;
+	w->fc_pgreads++;
+	if (c->gen == nupp_walk_pgen(w, c->proto))
+		return 1;
+	w->fc_stale++;
+	return 0;
 }
 
 /* The cache entry of (fn, pc), or with any one of pc that holds the CALL before it; 0 if
@@ -407,8 +424,11 @@ NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_look(struct nupp_walk *w, __u
 	__u32 set = nupp_walk_fc_set(pc);
 	struct nupp_walk_fc *c = NUPP_WALK_FC_ENTRY(w, set);
 
+	w->fc_looks++;
+	w->fc_probes++;
 	if (nupp_walk_fc_is(w, c, tag, fn, pc, any))
 		return c;
+	w->fc_probes++;
 	c = NUPP_WALK_FC_ENTRY(w, set + 1);
 	return nupp_walk_fc_is(w, c, tag, fn, pc, any) ? c : 0;
 }
@@ -458,7 +478,7 @@ NUPP_WALK_INLINE int nupp_walk_hdr(struct nupp_walk *w, __u64 frame, __u64 hdr[2
 		rlo = hi - w->stk_lo > NUPP_WALK_WIN ? hi - NUPP_WALK_WIN : w->stk_lo;
 		len = hi - rlo;
 		w->win_hi = 0;
-		if (len <= NUPP_WALK_WIN && !NUPP_WALK_READ(w->win, len, rlo)) {
+		if (len <= NUPP_WALK_WIN && (w->rd_win++, !NUPP_WALK_RD(w->win, len, rlo))) {
 			w->win_lo = rlo;
 			w->win_hi = hi;
 		} else {
@@ -469,7 +489,7 @@ NUPP_WALK_INLINE int nupp_walk_hdr(struct nupp_walk *w, __u64 frame, __u64 hdr[2
 		__builtin_memcpy(hdr, w->win + ((a - w->win_lo) & (NUPP_WALK_WIN - 1)), 16);
 		return 0;
 	}
-	return NUPP_WALK_READ(hdr, 16, a);
+	return NUPP_WALK_RD(hdr, 16, a);
 }
 
 /* Reads the 64-bit slot at addr of the Lua stack: from the window when it holds it. */
@@ -479,7 +499,7 @@ NUPP_WALK_INLINE int nupp_walk_slot64(struct nupp_walk *w, __u64 addr, __u64 *v)
 		__builtin_memcpy(v, w->win + ((addr - w->win_lo) & (NUPP_WALK_WIN - 1)), 8);
 		return 0;
 	}
-	return NUPP_WALK_READ(v, 8, addr);
+	return NUPP_WALK_RD(v, 8, addr);
 }
 
 /* The CALL instruction before the return PC pc (frame_prevl, lj_frame.h:108): from the
@@ -503,8 +523,8 @@ NUPP_WALK_INLINE int nupp_walk_call_ins(struct nupp_walk *w, const struct nupp_l
 		len = rhi - rlo;
 		w->code_hi = 0;
 		if (pc < 4 || at < rlo || pc > rhi || len > NUPP_WALK_CODE + NUPP_WALK_CODE_AFTER)
-			return NUPP_WALK_READ(ins, 4, at); /* not reached: pc is in its page */
-		if (NUPP_WALK_READ(w->code, len, rlo))
+			return NUPP_WALK_RD(ins, 4, at); /* not reached: pc is in its page */
+		if ((w->rd_code++, NUPP_WALK_RD(w->code, len, rlo)))
 			return -1;
 		w->code_lo = rlo;
 		w->code_hi = rhi;
@@ -533,7 +553,7 @@ NUPP_WALK_INLINE int nupp_walk_func(struct nupp_walk *w, const struct nupp_lj_la
 		*out = m;
 		return 0;
 	}
-	if (!fn || NUPP_WALK_READ(w->fnbuf, NUPP_WALK_FN_READ, fn))
+	if (!fn || (w->rd_fn++, NUPP_WALK_RD(w->fnbuf, NUPP_WALK_FN_READ, fn)))
 		return 1;
 	if (w->fnbuf[lo->fn_gct & 63] != lo->gct_func)
 		return 1;
@@ -543,7 +563,7 @@ NUPP_WALK_INLINE int nupp_walk_func(struct nupp_walk *w, const struct nupp_lj_la
 		pt = ptr - lo->pt_size;
 		if (pt >= w->code_lo && pt + NUPP_WALK_PT_READ <= w->code_hi)
 			pb = w->code + ((pt - w->code_lo) & (2 * NUPP_WALK_CODE - 1));
-		else if (NUPP_WALK_READ(w->ptbuf, NUPP_WALK_PT_READ, pt))
+		else if ((w->rd_fn++, NUPP_WALK_RD(w->ptbuf, NUPP_WALK_PT_READ, pt)))
 			return 2;
 		sizebc = nupp_walk_u32(pb, lo->pt_sizebc, 127);
 		chunk = nupp_walk_u64(pb, lo->pt_chunkname, 127);
@@ -583,7 +603,7 @@ NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_l
 	/* The outermost C frame of the coroutine is the one with SAVE_CFRAME == 0 (the
 	 * recorder's or a lua_call's C frames sit above it). */
 	for (k = 0; k < 4; k++) {
-		if (NUPP_WALK_READ(&prev, 8, cf + lo->cframe_ofs_prev))
+		if (NUPP_WALK_RD(&prev, 8, cf + lo->cframe_ofs_prev))
 			NUPP_WALK_GOTO(fault);
 		if (!prev)
 			break;
@@ -593,10 +613,10 @@ NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_l
 		goto unchained;
 	/* vm_resume pushed CFRAME_SIZE bytes below the resumer's C frame. */
 	pcf = cf + lo->cframe_size;
-	if (NUPP_WALK_READ(&pL, 8, pcf + lo->cframe_ofs_L) || !pL || (pL & 7))
+	if (NUPP_WALK_RD(&pL, 8, pcf + lo->cframe_ofs_L) || !pL || (pL & 7))
 		goto unchained;
 	/* The resumer's lua_State in one read: cframe, glref, base, stack, stacksize. */
-	if (NUPP_WALK_READ(w->Lbuf, NUPP_WALK_L_READ, pL))
+	if (NUPP_WALK_RD(w->Lbuf, NUPP_WALK_L_READ, pL))
 		goto unchained;
 	pcfr = nupp_walk_u64(w->Lbuf, lo->L_cframe, 127);
 	glref = nupp_walk_u64(w->Lbuf, lo->L_glref, 127);
@@ -606,7 +626,7 @@ NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_l
 		nupp_walk_cut(w); /* the resumers beyond are left out */
 		return 1;
 	}
-	if (NUPP_WALK_READ(&spc, 8, pcf + lo->cframe_ofs_pc))
+	if (NUPP_WALK_RD(&spc, 8, pcf + lo->cframe_ofs_pc))
 		NUPP_WALK_GOTO(fault);
 	base = nupp_walk_u64(w->Lbuf, lo->L_base, 127);
 	stack = nupp_walk_u64(w->Lbuf, lo->L_stack, 127);
@@ -1044,7 +1064,8 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->coro = 0;
 	w->why = 0;
 	w->strict = 0;
-	w->fc_hits = w->fc_fills = 0;
+	w->fc_hits = w->fc_fills = w->fc_looks = w->fc_probes = w->fc_stale = w->fc_pgreads = 0;
+	w->rd_n = w->rd_bytes = w->rd_win = w->rd_code = w->rd_fn = 0;
 	w->ins_pc = 0;
 	w->result = NUPP_WALK_RUN;
 	w->pc_above = 0;
@@ -1072,11 +1093,11 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 								  : (__s64)nupp_walk_g_hi(lo);
 	glen = (__u64)(chi - clo);
 	if (chi - clo <= NUPP_WALK_GL_READ && glen <= NUPP_WALK_GL_READ) {
-		if (NUPP_WALK_READ(w->gbuf, glen, g + clo))
+		if (NUPP_WALK_RD(w->gbuf, glen, g + clo))
 			return NUPP_WALK_READ_FAULT;
 		gofs = (__u32)((__s64)glo - clo);
 		both = 1;
-	} else if (NUPP_WALK_READ(w->gbuf, NUPP_WALK_G_SPAN, g + glo)) {
+	} else if (NUPP_WALK_RD(w->gbuf, NUPP_WALK_G_SPAN, g + glo)) {
 		return NUPP_WALK_READ_FAULT;
 	}
 	vms = (__s32)nupp_walk_u32(w->gbuf, gofs + lo->g_vmstate - glo, 511);
@@ -1086,7 +1107,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 		return NUPP_WALK_READ_FAULT;
 	if (both && L == g + g2l)
 		__builtin_memcpy(w->Lbuf, w->gbuf + ((__u32)(g2l - clo) & 511), NUPP_WALK_L_READ);
-	else if (NUPP_WALK_READ(w->Lbuf, NUPP_WALK_L_READ, L))
+	else if (NUPP_WALK_RD(w->Lbuf, NUPP_WALK_L_READ, L))
 		return NUPP_WALK_READ_FAULT;
 	*vmstate = vms;
 	w->L = L;
@@ -1138,7 +1159,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 		w->st.flags |= NUPP_SMP_F_STRICT;
 	if (base <= w->bot || base > top || (base & 7))
 		return NUPP_WALK_BAD_FRAME;
-	if (cf && NUPP_WALK_READ(&spc, 8, cf + lo->cframe_ofs_pc))
+	if (cf && NUPP_WALK_RD(&spc, 8, cf + lo->cframe_ofs_pc))
 		spc = 0;
 	/* INTERP in a C helper that rbx does not prove: the helper was called from the
 	 * interpreter's code, whose rsp is its C frame (vm_x64.dasc: `mov L:RB->cframe, rsp`
@@ -1146,7 +1167,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	 * L->base and PC in SAVE_PC before the calls that need them: the leaf may take
 	 * SAVE_PC then, and userspace keeps the stack only if that call site is one of them. */
 	if (how == NUPP_WALK_BASE_L && w->strict && (r->ip < lo->vm_begin || r->ip >= lo->vm_end) && cf &&
-	    spc && !NUPP_WALK_READ(&ra, 8, cf - 8) && ra >= lo->vm_begin && ra < lo->vm_end)
+	    spc && !NUPP_WALK_RD(&ra, 8, cf - 8) && ra >= lo->vm_begin && ra < lo->vm_end)
 		w->helper_ra = ra;
 	w->frame = base - lo->tv_size;
 	w->leaf_pc[0] = r->rbx;
@@ -1177,8 +1198,8 @@ NUPP_WALK_INLINE int nupp_walk_read2(struct nupp_walk *w, __u64 base, __u32 o64,
 	__u32 a = o64 < o32 ? o64 : o32, b = o64 + 8 > o32 + 4 ? o64 + 8 : o32 + 4;
 
 	if (b - a > 32)
-		return NUPP_WALK_READ(v64, 8, base + o64) || NUPP_WALK_READ(v32, 4, base + o32);
-	if (NUPP_WALK_READ(w->fnbuf, b - a, base + a))
+		return NUPP_WALK_RD(v64, 8, base + o64) || NUPP_WALK_READ(v32, 4, base + o32);
+	if (NUPP_WALK_RD(w->fnbuf, b - a, base + a))
 		return -1;
 	*v64 = nupp_walk_u64(w->fnbuf, o64 - a, 31);
 	*v32 = nupp_walk_u32(w->fnbuf, o32 - a, 31);
@@ -1215,11 +1236,11 @@ NUPP_WALK_INLINE void nupp_walk_trace(struct nupp_walk *w, const struct nupp_lj_
 	}
 	if (nupp_walk_read2(w, J, lo->J_trace, lo->J_sizetrace, &arr, &size) || (__u32)vmstate >= size)
 		return;
-	if (NUPP_WALK_READ(&T, 8, arr + 8ull * (__u32)vmstate) || !T)
+	if (NUPP_WALK_RD(&T, 8, arr + 8ull * (__u32)vmstate) || !T)
 		return;
 	if (nupp_walk_read2(w, T, lo->T_mcode, lo->T_szmcode, &mcode, &sz))
 		return;
-	if (NUPP_WALK_READ(&spadj16, 2, T + lo->T_spadjust))
+	if (NUPP_WALK_RD(&spadj16, 2, T + lo->T_spadjust))
 		return;
 	spadj = spadj16;
 	if (w->tc_tag) {
@@ -1239,9 +1260,9 @@ found:
 	if (ip >= mcode && ip < mcode + sz) {
 		w->st.mcofs = (__u32)(ip - mcode);
 		w->st.flags |= NUPP_SMP_F_MCODE;
-	} else if (w->cf && w->cf > jsp + 8 && !NUPP_WALK_READ(&ra, 8, w->cf - jsp - 8) && ra >= mcode + 5 &&
+	} else if (w->cf && w->cf > jsp + 8 && !NUPP_WALK_RD(&ra, 8, w->cf - jsp - 8) && ra >= mcode + 5 &&
 		   ra <= mcode + sz &&
-		   !NUPP_WALK_READ(&code, 8, ra - 8) && nupp_walk_is_call(code)) {
+		   !NUPP_WALK_RD(&code, 8, ra - 8) && nupp_walk_is_call(code)) {
 		/* A C function (a helper, an FFI callee, the allocator) called by this trace:
 		 * the interpreter enters a trace with rsp = C frame - (CFRAME_SIZE_JIT -
 		 * CFRAME_SIZE) (vm_x64.dasc BC_JLOOP: `sub rsp, 16`), and the trace's code runs

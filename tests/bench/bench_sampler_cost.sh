@@ -20,6 +20,12 @@
 # the run), "many" goes down random paths through 3000 prototypes (each sample a
 # different path of DEPTH-4 of them); modes: "interp" (JIT off), "jit" (the loop is a
 # trace).
+# The walk counters (the sampler's wstat map), per sample walked: "hit%" frames taken
+# from the frame cache of the frames reported, "looks" frame cache set lookups, "stale"
+# entries refused by a prototype free, "reads" and "KB" target memory read, "new%"
+# samples that stored a new stack. TIMES=1 (environment) also times, in separate runs
+# (the sampler then reads the clock 3 times a sample), the walk ("walk ns") and the store
+# of the stack and its count ("store ns"), medians of the runs.
 # FLOOR=1 (environment) ends with tests/bench/bench_floor.sh's floor at the largest depth
 # (3 rounds), the figure a sample that walks that many frames cannot go below here.
 # FREQ (environment, default 1000): the sampling rate. On this project's nested VM the
@@ -73,6 +79,8 @@ echo "sampler cost per sample, $FREQ Hz, ${SECS} s per run, median of $RUNS runs
 [ -n "$BASE" ] && echo "base: $BASE (its sampler on the same process at the same time)"
 printf '%-6s %-8s %5s %8s %9s %6s %8s %12s %13s %11s' mode shape depth samples "at depth" lost frees/s "ns/sample" \
   "(min-max)" "cli ns/run"
+printf ' %4s %5s %5s %5s %5s %4s' hit% looks stale reads KB new%
+[ "${TIMES:-0}" = 1 ] && printf ' %7s %8s' "walk ns" "store ns"
 [ -n "$BASE" ] && printf ' %10s %6s' "base ns" ratio
 echo
 for mode in interp jit; do
@@ -81,7 +89,7 @@ for mode in interp jit; do
       : >"$TMP/runs"
       for _ in $(seq "$RUNS"); do
         "$TMP/sampler_cost" -F "$FREQ" -e "$d" "$LUAJIT" "$WL" "$d" "$SECS" "$mode" "$shape" 2>/dev/null |
-          grep -E '^(samples|base_run_cnt)=' | paste -sd' ' >>"$TMP/runs" ||
+          grep -E '^(samples|base_run_cnt|ws_samples)=' | paste -sd' ' >>"$TMP/runs" ||
           { echo "bench: driver failed ($mode $shape $d)" >&2; exit 1; }
       done
       samples=$(field samples <"$TMP/runs" | awk '{s += $1} END {print s}')
@@ -90,12 +98,32 @@ for mode in interp jit; do
         "$TMP/runs" | awk '{s += $1 + $2 + $3 + $4 + $5} END {print s}')
       frees=$(field frees <"$TMP/runs" | awk -v n="$RUNS" -v t="$SECS" '{s += $1} END {printf "%.0f", s / (n * t)}')
       read -r med lo hi < <(field ns_per_run <"$TMP/runs" | stats)
+      # The walk counters per sample walked, over all runs.
+      ws=$(awk '{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] += kv[2]}}
+        END {n = v["ws_samples"] ? v["ws_samples"] : 1; f = v["ws_frames"] ? v["ws_frames"] : 1
+          printf "%.0f %.1f %.2f %.1f %.2f %.0f", 100 * v["ws_hits"] / f, v["ws_looks"] / n, v["ws_stale"] / n,
+            v["ws_reads"] / n, v["ws_rbytes"] / n / 1024, 100 * v["ws_newstack"] / n}' "$TMP/runs")
+      times=
+      if [ "${TIMES:-0}" = 1 ]; then
+        : >"$TMP/truns"
+        for _ in $(seq "$RUNS"); do
+          "$TMP/sampler_cost" -F "$FREQ" -e "$d" -t "$LUAJIT" "$WL" "$d" "$SECS" "$mode" "$shape" 2>/dev/null |
+            grep -E '^ws_samples=' >>"$TMP/truns" || { echo "bench: timed driver failed" >&2; exit 1; }
+        done
+        # Per timed sample, median of the runs: the walk, the store.
+        per() { awk -v k="$1" '{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}
+          print v[k] / (v["ws_timed"] ? v["ws_timed"] : 1)}' "$TMP/truns" | stats | cut -d' ' -f1; }
+        times="$(per ws_walk_ns) $(per ws_store_ns)"
+      fi
       "$NUPP" -v record -F "$FREQ" -o "$TMP/p.json" -- "$LUAJIT" "$WL" "$d" "$SECS" "$mode" "$shape" \
         >/dev/null 2>"$TMP/cli" || true
       cli=$(sed -n 's/^nupp-bpf: bpf sampler [0-9]* runs, \([0-9]*\) ns\/run.*/\1/p' "$TMP/cli")
       printf '%-6s %-8s %5d %8d %8.1f%% %6d %8d %12d %13s %11s' "$mode" "$shape" "$d" "$samples" \
         "$(awk -v a="$atd" -v s="$samples" 'BEGIN {print s ? 100 * a / s : 0}')" "$lost" "$frees" "$med" "($lo-$hi)" \
         "${cli:-?}"
+      # shellcheck disable=SC2086
+      printf ' %4s %5s %5s %5s %5s %4s' $ws
+      [ -n "$times" ] && printf ' %7s %8s' $times
       if [ -n "$BASE" ]; then
         # Median of the per-run ratios (each run: both programs on the same samples' time).
         ratio=$(awk '{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}
@@ -110,5 +138,5 @@ for mode in interp jit; do
 done
 if [ "${FLOOR:-0}" = 1 ]; then
   echo
-  "$SRC/tests/bench/bench_floor.sh" "$BUILD" 3 "$SECS" alone "${DEPTHS##* }" | grep -E '^(floor|no frame cache)'
+  "$SRC/tests/bench/bench_floor.sh" "$BUILD" 3 "$SECS" alone "${DEPTHS##* }" | grep -E '^(floor|no frame cache|random entries)'
 fi

@@ -77,10 +77,12 @@ static void cost_detach_probes(struct bpf_link **l)
 		bpf_link__destroy(l[i]);
 }
 
-/* usage: sampler_cost [-F HZ] [-e DEPTH] CMD [ARGS...]; prints one "key=value ..." line
+/* usage: sampler_cost [-F HZ] [-e DEPTH] [-t] CMD [ARGS...]; prints "key=value ..." lines
  * on stdout: samples stacked, lost (by reason), samples whose stack has DEPTH frames,
  * prototypes the target freed (luajit:proto_free), and run_time_ns / run_cnt of the
- * sampling program over the target's samples only. */
+ * sampling program over the target's samples only; then the walk counters (ws_*, enum
+ * nupp_smp_wstat), with -t also the time in the walk and in the store (the sampler then
+ * reads the clock three times a sample). */
 int main(int argc, char **argv)
 {
 	static struct nupp_smp_count_key keys[COST_MAX_KEYS];
@@ -100,7 +102,15 @@ int main(int argc, char **argv)
 	struct bpf_prog_info info;
 	__u32 info_len = sizeof(info), tgid;
 	__u64 samples = 0, at_depth = 0, lost[NUPP_SMP_LOST_N] = { 0 }, depth_hist[NUPP_SMP_MAX_DEPTH + 1] = { 0 };
-	int hz = 1000, want = 0, gate[2], st_fd, pfd = -1, stats_fd, ncpu, i, n = 0, have = 0, wst = 0, rc = 1;
+	struct smp_wstat_sum {
+		__u64 v[NUPP_SMP_WS_N];
+	} *ws = NULL;
+	static const char *const ws_name[NUPP_SMP_WS_N] = {
+		"samples", "walks", "frames", "hits", "fills", "looks", "probes", "stale", "pgreads", "reads",
+		"rbytes", "rwin", "rcode", "rfn", "newstack", "newcount", "walk_ns", "store_ns", "timed",
+	};
+	__u64 wsum[NUPP_SMP_WS_N] = { 0 };
+	int hz = 1000, want = 0, timed = 0, gate[2], st_fd, pfd = -1, stats_fd, ncpu, i, n = 0, have = 0, wst = 0, rc = 1;
 	char bin[512], c;
 	pid_t pid;
 
@@ -109,13 +119,18 @@ int main(int argc, char **argv)
 			hz = atoi(argv[2]);
 		else if (!strcmp(argv[1], "-e"))
 			want = atoi(argv[2]);
-		else
+		else if (!strcmp(argv[1], "-t")) {
+			timed = 1; /* no argument */
+			argv += 1;
+			argc -= 1;
+			continue;
+		} else
 			break;
 		argv += 2;
 		argc -= 2;
 	}
 	if (argc < 2 || !st) {
-		fprintf(stderr, "usage: %s [-F HZ] [-e DEPTH] CMD [ARGS...]\n", argv[0]);
+		fprintf(stderr, "usage: %s [-F HZ] [-e DEPTH] [-t] CMD [ARGS...]\n", argv[0]);
 		return 2;
 	}
 	if (nupp_vm_binary_for_exe(argv[1], bin, sizeof(bin))) {
@@ -142,8 +157,14 @@ int main(int argc, char **argv)
 	skel = sampler_bpf__open();
 	/* As user/sampler.c sizes them: stacks of the default depth (and the frame that names
 	 * the outermost). */
-	if (skel)
+	if (skel) {
 		skel->rodata->max_depth = NUPP_SMP_DEFAULT_DEPTH + 1;
+		skel->rodata->time_stats = (__u32)timed;
+		/* A frame cache for every CPU, as user/sampler.c sizes it. */
+		ncpu = libbpf_num_possible_cpus();
+		skel->rodata->fc_ncpu = (__u32)(ncpu < NUPP_SMP_MAX_CPUS ? ncpu : NUPP_SMP_MAX_CPUS);
+		bpf_map__set_max_entries(skel->maps.fcache, skel->rodata->fc_ncpu * NUPP_SMP_FC_ENTRIES);
+	}
 	if (skel && (bpf_map__set_value_size(skel->maps.stacks, NUPP_SMP_STACK_SIZE(NUPP_SMP_DEFAULT_DEPTH + 1)) ||
 		     sampler_bpf__load(skel))) {
 		sampler_bpf__destroy(skel);
@@ -165,7 +186,16 @@ int main(int argc, char **argv)
 		goto out;
 	}
 #ifdef COST_BASE
-	bskel = base_bpf__open_and_load();
+	/* Sized as the sampler above (a base stores stacks of the same size). */
+	bskel = base_bpf__open();
+	if (bskel) {
+		bskel->rodata->max_depth = NUPP_SMP_DEFAULT_DEPTH + 1;
+		if (bpf_map__set_value_size(bskel->maps.stacks, NUPP_SMP_STACK_SIZE(NUPP_SMP_DEFAULT_DEPTH + 1)) ||
+		    base_bpf__load(bskel)) {
+			base_bpf__destroy(bskel);
+			bskel = NULL;
+		}
+	}
 	if (!bskel || bpf_map_update_elem(bpf_map__fd(bskel->maps.procs), &tgid, &proc, BPF_ANY)) {
 		fprintf(stderr, "Error: cannot load the base sampler: %s\n", strerror(errno));
 		goto out;
@@ -249,6 +279,16 @@ int main(int argc, char **argv)
 		lost[i] = cost_percpu_sum(bpf_map__fd(skel->maps.lost), (__u32)i, ncpu);
 	if (want >= 0 && want <= NUPP_SMP_MAX_DEPTH)
 		at_depth = depth_hist[want];
+	/* The walk counters, summed over CPUs. */
+	ws = calloc((size_t)ncpu, sizeof(*ws));
+	if (ws && !bpf_map_lookup_elem(bpf_map__fd(skel->maps.wstat), &(__u32){ 0 }, ws))
+		for (i = 0; i < ncpu; i++)
+			for (int j = 0; j < NUPP_SMP_WS_N; j++)
+				wsum[j] += ws[i].v[j];
+	free(ws);
+	for (i = 0; i < NUPP_SMP_WS_N; i++)
+		printf("%sws_%s=%llu", i ? " " : "", ws_name[i], (unsigned long long)wsum[i]);
+	printf("\n");
 	printf("samples=%llu stacks=%d at_depth=%llu lost_no_vm=%llu lost_fault=%llu lost_bad=%llu lost_trunc=%llu "
 	       "lost_full=%llu frees=%llu run_cnt=%llu run_time_ns=%llu ns_per_run=%.0f\n",
 	       (unsigned long long)samples, n, (unsigned long long)at_depth, (unsigned long long)lost[0],
