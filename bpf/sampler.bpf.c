@@ -976,9 +976,9 @@ proto:
 }
 
 /* Copies trace T (one block from T to the end of its snapshot map) and names the
- * functions of its frames; returns the outcome (enum nupp_smp_tcopy): b->ev.size stays 0
- * unless the trace was copied (NUPP_SMP_TC_COPIED, or _FNS: the functions did not fit). */
-static __always_inline __u32 smp_trace_copy(struct smp_trace_buf *b, const struct nupp_lj_layout *lo, __u64 T)
+ * functions of its frames; returns the outcome (enum nupp_smp_tcopy), b->ev.size set only
+ * from the block's read on (smp_trace_copy states the rule). */
+static __always_inline __u32 smp_trace_copy_all(struct smp_trace_buf *b, const struct nupp_lj_layout *lo, __u64 T)
 {
 	__u64 ir, snap, snapmap, irk, end, hsize = lo->T_size;
 	__u32 nsnap, nmap, size;
@@ -1040,6 +1040,19 @@ static __always_inline __u32 smp_trace_copy(struct smp_trace_buf *b, const struc
 	return NUPP_SMP_TC_COPIED;
 }
 
+/* Copies trace T and names its functions (smp_trace_copy_all); returns the outcome. One
+ * rule for what is sent: b->ev.size is the copy's size when the outcome is
+ * NUPP_SMP_TC_COPIED, and 0 for every other outcome (then userspace reads the trace from
+ * the target). */
+static __always_inline __u32 smp_trace_copy(struct smp_trace_buf *b, const struct nupp_lj_layout *lo, __u64 T)
+{
+	__u32 why = smp_trace_copy_all(b, lo, T);
+
+	if (why != NUPP_SMP_TC_COPIED)
+		b->ev.size = 0;
+	return why;
+}
+
 /* luajit:trace_stop(g, traceno, T, loc, link, linktype): a new trace, sent with a copy
  * of what names its samples; the trace array changes (the samplers' trace caches forget
  * it). A copy that cannot be sent (ring buffer full) costs only this trace's samples:
@@ -1075,14 +1088,13 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 	b->ev.size = 0;
 	b->ev.nfn = 0;
 	why = smp_trace_copy(b, &p->lo, T);
-	size = b->ev.size;
+	size = b->ev.size; /* 0 unless copied whole */
 	if (size > NUPP_SMP_TRACE_MAX)
 		size = 0;
-	/* The function table after the trace (only with the trace, only when whole). */
+	/* The function table after the trace (only with the trace: then all of them, so nfn
+	 * <= NUPP_SMP_TRACE_FNS; tested again as the bound of the read below). */
 	nfn = b->ev.nfn;
-	if (nfn > NUPP_SMP_TRACE_FNS)
-		b->ev.size = size = 0; /* not named: userspace reads it */
-	if (size) {
+	if (size && nfn <= NUPP_SMP_TRACE_FNS) {
 		size = NUPP_SMP_TRACE_FN_OFS(size);
 		if (size > NUPP_SMP_TRACE_MAX)
 			size = NUPP_SMP_TRACE_MAX;

@@ -66,9 +66,11 @@
  * cache is 2-way set-associative by PC: two closures of one prototype, or two PCs, share
  * a set. A trace's start frame
  * has no PC (its snapshot has it): its entry is keyed by the function's bytecode address
- * instead of a PC, never one of an entry keyed by a PC (a return PC lies past it), and
- * is only used when the GCfunc, read again, is a Lua function with that bytecode: the
- * prototype it names is one whose facts the tag keeps. */
+ * plus 2 instead of a PC (nupp_walk_fc_start_key), never a PC a frame looks up (a PC is
+ * 4-byte aligned; a frame at its function's first instruction, rbx = the bytecode in
+ * registers mode, is at pos 0, not a start frame's no position), and is only used when
+ * the GCfunc, read again, is a Lua function with that bytecode: the prototype it names
+ * is one whose facts the tag keeps. */
 #ifndef NUPP_WALK_FC
 #define NUPP_WALK_FC 256 /* entries, 2 ways per set (power of two) */
 #endif
@@ -433,10 +435,17 @@ NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_look(struct nupp_walk *w, __u
 	return nupp_walk_fc_is(w, c, tag, fn, pc, any) ? c : 0;
 }
 
-/* The cache entry of the frame of GCfunc fn at pc; 0 if none. */
+/* The cache entry of the frame of GCfunc fn at pc; 0 if none (always for a pc that is not
+ * 4-byte aligned: no frame is at one, and a trace start frame's key is one). */
 NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_find(struct nupp_walk *w, __u64 tag, __u64 fn, __u64 pc)
 {
-	return nupp_walk_fc_look(w, tag, fn, pc, 0);
+	return pc & 3 ? 0 : nupp_walk_fc_look(w, tag, fn, pc, 0);
+}
+
+/* The key of the entry of a trace's start frame whose function's bytecode is at bc. */
+NUPP_WALK_INLINE __u64 nupp_walk_fc_start_key(__u64 bc)
+{
+	return bc + 2;
 }
 
 /* A cache entry that holds the CALL before return PC pc (any frame's at pc); 0 if none. */
@@ -850,7 +859,8 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	if (w->fc_tag && !skip && first && w->mode == NUPP_WALK_TRACE) {
 		/* A trace's start frame: keyed by its bytecode, read now (see NUPP_WALK_FC). */
 		cand = nupp_walk_fn_bc(w, lo, fn);
-		c = cand ? nupp_walk_fc_find(w, w->fc_tag, fn, cand) : 0;
+		cand = cand ? nupp_walk_fc_start_key(cand) : 0;
+		c = cand ? nupp_walk_fc_look(w, w->fc_tag, fn, cand, 0) : 0;
 		if (c) {
 			if (nupp_walk_emit(w, NUPP_SMP_LUA, c->proto, c->chunk, c->firstline, c->sizebc, c->pos,
 					   lt))
@@ -974,9 +984,9 @@ step:
 	if (next >= frame || (next & 7))
 		NUPP_WALK_GOTO(bad); /* links only go down the stack: a cycle or garbage */
 	/* A Lua frame whose PC was validated inside its prototype, or a trace's start frame
-	 * (no PC: cand is its bytecode): keep it. */
+	 * (no PC: cand is its start key): keep it. */
 	if (!hit && w->fc_tag && f && ffid == lo->ff_lua && !skip && cand &&
-	    (pc == cand || (!pc && first && w->mode == NUPP_WALK_TRACE && cand == bc))) {
+	    (pc == cand || (!pc && first && w->mode == NUPP_WALK_TRACE && cand == nupp_walk_fc_start_key(bc)))) {
 		c = nupp_walk_fc_way(w, w->fc_tag, fn, cand);
 		if (!c)
 			goto filled;

@@ -599,6 +599,59 @@ START_TEST(walk_trace_caches_give_the_same_stack_with_fewer_reads)
 }
 END_TEST
 
+START_TEST(walk_trace_start_entry_is_not_the_leaf_at_its_first_instruction)
+{
+	__u64 fm, ff, b0, b1, b2, leaf, pt, J, arr, T, mcode, bc;
+
+	setup();
+	mcode = A(0xc0000);
+	leaf = new_lua_fn(30, 20, &pt);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	bc = pt + lo->pt_size;
+	J = g + (__s64)lo->gg_g2j;
+	arr = alloc_obj(8 * 8);
+	T = alloc_obj(lo->T_size);
+	put64(J + lo->J_trace, arr);
+	put32(J + lo->J_sizetrace, 8);
+	put64(arr + 8 * 3, T);
+	put64(T + lo->T_mcode, mcode);
+	put32(T + lo->T_szmcode, 0x200);
+	put64(g + lo->g_jit_base, b2);
+	put32(g + lo->g_vmstate, 3);
+	w.fc_tag = (700ull << 22) | 5;
+	w.tc_tag = (701ull << 22) | 5;
+	{
+		struct nupp_walk_regs r = { .ip = mcode + 0x42, .rbx = 0x99, .rdx = 0x98, .r14 = 0 };
+
+		/* leaf is a trace's start frame: its entry (no PC) is filled, then hit */
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.fc_hits, 3);
+		ck_assert_int_eq(w.st.frames[0].pos, -1);
+	}
+	/* Then in the interpreter, right after ins_call loaded leaf's PC (rbx = its
+	 * bytecode, registers mode): at its first instruction, pos 0, cached or not. */
+	put64(g + lo->g_jit_base, 0);
+	put32(g + lo->g_vmstate, (__u32)lo->vmst_interp);
+	{
+		struct nupp_walk_regs r = regs_interp(b2, bc);
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_int_eq(w.mode, NUPP_WALK_REGS);
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_uint_eq(w.st.frames[0].ptr, pt);
+		ck_assert_int_eq(w.st.frames[0].pos, 0);
+		ck_assert_int_eq(w.st.frames[1].pos, 7);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_int_eq(w.st.frames[0].pos, 0);
+		w.fc_tag = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_int_eq(w.st.frames[0].pos, 0);
+	}
+	w.fc_tag = w.tc_tag = 0;
+}
+END_TEST
+
 START_TEST(walk_coroutine_chains_to_resumer)
 {
 	__u64 fm, ff, b0, b1, b2, wrapf, body, cb, cf_co, pcf;
@@ -1248,6 +1301,7 @@ int main(void)
 	tcase_add_test(tc, walk_continuation_and_pcall_frames);
 	tcase_add_test(tc, walk_trace_start_frame_and_mcode_offset);
 	tcase_add_test(tc, walk_trace_caches_give_the_same_stack_with_fewer_reads);
+	tcase_add_test(tc, walk_trace_start_entry_is_not_the_leaf_at_its_first_instruction);
 	tcase_add_test(tc, walk_coroutine_chains_to_resumer);
 	tcase_add_test(tc, walk_cycle_and_bad_pointer_end_bounded);
 	tcase_add_test(tc, walk_deep_stack_keeps_its_leaf_most_frames);
