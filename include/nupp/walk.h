@@ -403,19 +403,23 @@ NUPP_WALK_INLINE __u32 nupp_walk_pgen(struct nupp_walk *w, __u64 a)
 /* Is cache entry c, tagged tag, one of pc whose prototype (the one it names) was not
  * freed since it was filled, and with any one that holds the CALL before pc, else the
  * one of (fn, pc)? */
-NUPP_WALK_INLINE int nupp_walk_fc_is(struct nupp_walk *w, const struct nupp_walk_fc *c, __u64 tag, __u64 fn,
-				     __u64 pc, int any)
+NUPP_WALK_INLINE int nupp_walk_fc_is(struct nupp_walk *w, struct nupp_walk_fc *c, __u64 tag, __u64 fn, __u64 pc,
+				     int any)
 {
-	/* One test of all fields (fewer branches for the BPF verifier to follow). */
+	/* One test of the key's fields (fewer branches for the BPF verifier to follow). */
 	if (!c || ((c->tag ^ tag) | (c->pc ^ pc) | (any ? (__u64)!(c->pg_ins & 1) : c->fn ^ fn)))
 		return 0;
 	if ((c->pg_ins >> 1) == ((__u32)w->fc_pg & 0x7fffffff))
 		return 1;
 	w->fc_pgreads++;
-	if (c->gen == nupp_walk_pgen(w, c->proto))
-		return 1;
-	w->fc_stale++;
-	return 0;
+	if (c->gen != nupp_walk_pgen(w, c->proto)) {
+		w->fc_stale++;
+		return 0;
+	}
+	/* Its prototype was not freed up to this walk's count of frees (none happens during
+	 * a walk of its VM): from that count on, the entry needs no generation read. */
+	c->pg_ins = ((__u32)w->fc_pg << 1) | (c->pg_ins & 1);
+	return 1;
 }
 
 /* The cache entry of (fn, pc), or with any one of pc that holds the CALL before it; 0 if

@@ -1231,6 +1231,29 @@ START_TEST(walk_frame_cache_follows_prototypes_freed_and_frames_changed)
 		ck_assert_uint_eq(w.st.frames[5].chunkname, chunk2);
 		ck_assert_int_eq(w.st.frames[5].firstline, 900);
 		ck_assert_uint_eq(w.st.frames[5].sizebc, 33);
+		ck_assert_uint_ge(w.fc_stale, 1); /* per lookup of its entry */
+
+		/* the entries filled before the free were checked against their generation,
+		 * and took the count of frees they were checked at: the next walk reads none */
+		ck_assert_uint_ge(w.fc_pgreads, w.fc_hits);
+		hits = hits_expected();
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.fc_hits, hits);
+		ck_assert_uint_eq(w.fc_pgreads, 0);
+		ck_assert_uint_eq(w.fc_stale, 0);
+		ck_assert_uint_eq(w.st.frames[5].firstline, 900);
+
+		/* ... and one of them (f[6]'s, checked and brought forward) whose prototype is
+		 * freed next is refused all the same: the new facts are read */
+		free_proto(pts[6]);
+		put32(pts[6] + lo->pt_firstline, 901);
+		hits = hits_expected();
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.fc_hits, hits);
+		ck_assert_uint_ge(w.fc_stale, 1); /* per lookup of its entry */
+		ck_assert_uint_eq(w.st.frames[2].ptr, pts[6]);
+		ck_assert_int_eq(w.st.frames[2].firstline, 901);
+		ck_assert_int_eq(w.st.frames[5].firstline, 900);
 
 		/* a frame header changed between samples (f[5] now called from C by
 		 * lua_call): its entry (function, PC) still names it, and the walk follows the
