@@ -261,7 +261,6 @@ static __always_inline void smp_wstat_walk(const struct nupp_walk *w)
 	ws->v[NUPP_SMP_WS_HITS] += w->fc_hits;
 	ws->v[NUPP_SMP_WS_FILLS] += w->fc_fills;
 	ws->v[NUPP_SMP_WS_LOOKS] += w->fc_looks;
-	ws->v[NUPP_SMP_WS_PROBES] += w->fc_probes;
 	ws->v[NUPP_SMP_WS_STALE] += w->fc_stale;
 	ws->v[NUPP_SMP_WS_PGREADS] += w->fc_pgreads;
 	ws->v[NUPP_SMP_WS_READS] += w->rd_n;

@@ -237,7 +237,6 @@ enum nupp_smp_wstat {
 	NUPP_SMP_WS_HITS,      /* frames taken from the frame cache */
 	NUPP_SMP_WS_FILLS,     /* frame cache entries filled */
 	NUPP_SMP_WS_LOOKS,     /* frame cache set lookups */
-	NUPP_SMP_WS_PROBES,    /* ... entries fetched by them */
 	NUPP_SMP_WS_STALE,     /* entries of the key refused by a prototype free */
 	NUPP_SMP_WS_PGREADS,   /* free generations read */
 	NUPP_SMP_WS_READS,     /* reads of target memory by the walks */

@@ -203,8 +203,8 @@ struct nupp_walk {
 	__u64 tc_tag;         /* trace cache tag set by the includer (0: cache off) */
 	/* What this walk did (reset by nupp_walk_start; diagnosis and tests): */
 	__u32 fc_hits, fc_fills; /* frames taken from / stored in the frame cache */
-	__u32 fc_looks;       /* frame cache set lookups (each one or two entries) */
-	__u32 fc_probes;      /* ... entries fetched (NUPP_WALK_FC_ENTRY) */
+	__u32 fc_looks;       /* frame cache set lookups (each one or two entries; counting
+				 * the entries too costs the verifier 17k instructions) */
 	__u32 fc_stale;       /* entries of the key refused by their free generation */
 	__u32 fc_pgreads;     /* free generations read (an entry filled before a free) */
 	__u32 rd_n, rd_bytes; /* reads of target memory (NUPP_WALK_RD), bytes read */
@@ -431,10 +431,8 @@ NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_look(struct nupp_walk *w, __u
 	struct nupp_walk_fc *c = NUPP_WALK_FC_ENTRY(w, set);
 
 	w->fc_looks++;
-	w->fc_probes++;
 	if (nupp_walk_fc_is(w, c, tag, fn, pc, any))
 		return c;
-	w->fc_probes++;
 	c = NUPP_WALK_FC_ENTRY(w, set + 1);
 	return nupp_walk_fc_is(w, c, tag, fn, pc, any) ? c : 0;
 }
@@ -1078,7 +1076,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->coro = 0;
 	w->why = 0;
 	w->strict = 0;
-	w->fc_hits = w->fc_fills = w->fc_looks = w->fc_probes = w->fc_stale = w->fc_pgreads = 0;
+	w->fc_hits = w->fc_fills = w->fc_looks = w->fc_stale = w->fc_pgreads = 0;
 	w->rd_n = w->rd_bytes = w->rd_win = w->rd_code = w->rd_fn = 0;
 	w->ins_pc = 0;
 	w->result = NUPP_WALK_RUN;
