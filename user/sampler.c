@@ -1165,6 +1165,30 @@ int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n)
 	return 0;
 }
 
+/* What the samples' walks did so far (the BPF wstat counters, summed over CPUs). */
+int nupp_sampler_walk_stats(struct nupp_sampler *s, __u64 *counts, size_t n)
+{
+	int ncpu = libbpf_num_possible_cpus(), c, e = 0;
+	__u64 *v;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		counts[i] = 0;
+	if (ncpu < 1)
+		return nupp_fail(ncpu < 0 ? ncpu : -EINVAL, "cannot count the possible CPUs");
+	v = calloc((size_t)ncpu * NUPP_SMP_WS_N, sizeof(*v));
+	if (!v)
+		return nupp_fail(-ENOMEM, "out of memory");
+	if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.wstat), &(__u32){ 0 }, v))
+		e = nupp_fail(-errno, "cannot read the walk counters: %s", strerror(errno));
+	else
+		for (c = 0; c < ncpu; c++)
+			for (i = 0; i < n && i < NUPP_SMP_WS_N; i++)
+				counts[i] += v[(size_t)c * NUPP_SMP_WS_N + i];
+	free(v);
+	return e;
+}
+
 /* Name of trace_stop outcome i (enum nupp_smp_tcopy), or NULL. */
 const char *nupp_sampler_tcopy_name(int i)
 {
