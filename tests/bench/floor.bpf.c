@@ -316,8 +316,9 @@ int floor_lk32(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-/* Variant 10: n lookups of random entries of the frame-cache-sized table. */
-static __always_inline void floor_rlookups(__u32 n)
+/* Variant 10: n lookups of random entries of a frame-cache-sized table (fcache_big or
+ * fcache_flat). */
+static __always_inline void floor_rlookups(void *map, __u32 n)
 {
 	struct floor_fc_entry *e;
 	__u32 i, k;
@@ -325,17 +326,17 @@ static __always_inline void floor_rlookups(__u32 n)
 #pragma clang loop unroll(disable)
 	for (i = 0; i < n; i++) {
 		k = bpf_get_prandom_u32() & (FLOOR_FC_BIG - 1);
-		e = bpf_map_lookup_elem(&fcache_big, &k);
+		e = bpf_map_lookup_elem(map, &k);
 		if (e)
 			sink += e->w[0];
 	}
 }
 
-/* Variant 10, N = 32 random entries of 16384. */
+/* Variant 10, N = 32 random entries of 16384 of a PERCPU_ARRAY. */
 SEC("perf_event")
 int floor_lkr32(struct bpf_perf_event_data *ctx)
 {
-	floor_rlookups(32);
+	floor_rlookups(&fcache_big, 32);
 	return 0;
 }
 
@@ -343,16 +344,7 @@ int floor_lkr32(struct bpf_perf_event_data *ctx)
 SEC("perf_event")
 int floor_lka32(struct bpf_perf_event_data *ctx)
 {
-	struct floor_fc_entry *e;
-	__u32 i, k;
-
-#pragma clang loop unroll(disable)
-	for (i = 0; i < 32; i++) {
-		k = bpf_get_prandom_u32() & (FLOOR_FC_BIG - 1);
-		e = bpf_map_lookup_elem(&fcache_flat, &k);
-		if (e)
-			sink += e->w[0];
-	}
+	floor_rlookups(&fcache_flat, 32);
 	return 0;
 }
 

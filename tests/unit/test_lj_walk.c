@@ -213,6 +213,24 @@ static __u64 chain3(__u64 *fmain, __u64 *ff, __u64 leaf, __u64 *b0, __u64 *b1)
 	return callee(*b1);
 }
 
+/* The VM runs trace 3 (0x200 bytes of machine code at mcode, in J->trace of 8), entered
+ * with jit_base = base; returns its GCtrace, the trace array in *arr. */
+static __u64 on_trace3(__u64 base, __u64 mcode, __u64 *arr)
+{
+	__u64 J = g + (__s64)lo->gg_g2j, T;
+
+	*arr = alloc_obj(8 * 8);
+	T = alloc_obj(lo->T_size);
+	put64(J + lo->J_trace, *arr);
+	put32(J + lo->J_sizetrace, 8);
+	put64(*arr + 8 * 3, T);
+	put64(T + lo->T_mcode, mcode);
+	put32(T + lo->T_szmcode, 0x200);
+	put64(g + lo->g_jit_base, base);
+	put32(g + lo->g_vmstate, 3);
+	return T;
+}
+
 START_TEST(walk_registers_three_lua_frames)
 {
 	__u64 fm, ff, b0, b1, pt, leaf, b2;
@@ -456,22 +474,13 @@ END_TEST
 
 START_TEST(walk_trace_start_frame_and_mcode_offset)
 {
-	__u64 fm, ff, b0, b1, b2, leaf, J = 0, arr, T, mcode;
+	__u64 fm, ff, b0, b1, b2, leaf, arr, T, mcode;
 
 	setup();
 	mcode = A(0xc0000);
 	leaf = new_lua_fn(30, 20, NULL);
 	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
-	J = g + (__s64)lo->gg_g2j;
-	arr = alloc_obj(8 * 8);
-	T = alloc_obj(lo->T_size);
-	put64(J + lo->J_trace, arr);
-	put32(J + lo->J_sizetrace, 8);
-	put64(arr + 8 * 3, T);
-	put64(T + lo->T_mcode, mcode);
-	put32(T + lo->T_szmcode, 0x200);
-	put64(g + lo->g_jit_base, b2);
-	put32(g + lo->g_vmstate, 3);
+	T = on_trace3(b2, mcode, &arr);
 	{
 		struct nupp_walk_regs r = { .ip = mcode + 0x42, .rbx = 0x99, .rdx = 0x98, .r14 = 0 };
 
@@ -534,23 +543,14 @@ END_TEST
 
 START_TEST(walk_trace_caches_give_the_same_stack_with_fewer_reads)
 {
-	__u64 fm, ff, b0, b1, b2, leaf, pt_leaf, pt2, J, arr, T, T2, mcode, hash;
+	__u64 fm, ff, b0, b1, b2, leaf, pt_leaf, pt2, arr, T2, mcode, hash;
 	int pass;
 
 	setup();
 	mcode = A(0xc0000);
 	leaf = new_lua_fn(30, 20, &pt_leaf);
 	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
-	J = g + (__s64)lo->gg_g2j;
-	arr = alloc_obj(8 * 8);
-	T = alloc_obj(lo->T_size);
-	put64(J + lo->J_trace, arr);
-	put32(J + lo->J_sizetrace, 8);
-	put64(arr + 8 * 3, T);
-	put64(T + lo->T_mcode, mcode);
-	put32(T + lo->T_szmcode, 0x200);
-	put64(g + lo->g_jit_base, b2);
-	put32(g + lo->g_vmstate, 3);
+	on_trace3(b2, mcode, &arr);
 	{
 		struct nupp_walk_regs r = { .ip = mcode + 0x42, .rbx = 0x99, .rdx = 0x98, .r14 = 0 };
 
@@ -601,23 +601,14 @@ END_TEST
 
 START_TEST(walk_trace_start_entry_is_not_the_leaf_at_its_first_instruction)
 {
-	__u64 fm, ff, b0, b1, b2, leaf, pt, J, arr, T, mcode, bc;
+	__u64 fm, ff, b0, b1, b2, leaf, pt, arr, mcode, bc;
 
 	setup();
 	mcode = A(0xc0000);
 	leaf = new_lua_fn(30, 20, &pt);
 	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
 	bc = pt + lo->pt_size;
-	J = g + (__s64)lo->gg_g2j;
-	arr = alloc_obj(8 * 8);
-	T = alloc_obj(lo->T_size);
-	put64(J + lo->J_trace, arr);
-	put32(J + lo->J_sizetrace, 8);
-	put64(arr + 8 * 3, T);
-	put64(T + lo->T_mcode, mcode);
-	put32(T + lo->T_szmcode, 0x200);
-	put64(g + lo->g_jit_base, b2);
-	put32(g + lo->g_vmstate, 3);
+	on_trace3(b2, mcode, &arr);
 	w.fc_tag = (700ull << 22) | 5;
 	w.tc_tag = (701ull << 22) | 5;
 	{
