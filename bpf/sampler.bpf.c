@@ -408,7 +408,7 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	struct nupp_smp_count_key key = {};
 	struct nupp_smp_count *c, init = {};
 	__s32 vmstate;
-	__u64 pgen, t0 = 0, t1 = 0;
+	__u64 pgen, pfrees, t0 = 0, t1 = 0;
 	__u8 fc_ok;
 	struct smp_wstat *ws;
 	int err;
@@ -429,6 +429,7 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 		return smp_host(buf, tgid, tid, r.ip);
 	/* Frees happen on the VM's own thread, never during this sample of it. */
 	pgen = p->pgen;
+	pfrees = p->pfrees;
 	vi = smp_pick_vm(p, &r, tid, &g);
 	if (vi >= NUPP_SMP_MAX_VMS)
 		return smp_host(buf, tgid, tid, r.ip);
@@ -448,9 +449,9 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	}
 	/* tgid < 2^22 (PID_MAX_LIMIT): the tag names the process and the epoch. */
 	s->w.fc_tag = (fc_epoch << 22) | (tgid & 0x3fffff);
-	/* Frees happen on the VM's thread, not during this sample: entries filled at this
-	 * count name no prototype freed since. */
-	s->w.fc_pg = pgen;
+	/* Frees happen on the VM's thread, not during this sample: entries filled (or
+	 * checked) at this count of prototype frees name no prototype freed since. */
+	s->w.fc_pg = pfrees;
 	/* The trace lifetime probes are attached with luajit:proto_free (fc_ok). */
 	s->w.tc_tag = ((fc_epoch + tc_epoch) << 22) | (tgid & 0x3fffff);
 	if (time_stats)
@@ -487,15 +488,17 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	key.stack = (nupp_walk_mix(s->w.hash, pgen) & ~NUPP_SMP_STACK_BUF) | (buf ? NUPP_SMP_STACK_BUF : 0);
 	state = nupp_walk_state(&s->lo, vmstate);
 	/* A counted stack was stored before its count was created: one lookup in the
-	 * common case. A new one is stored first (looked up before: an update of an
-	 * existing key costs ~1 us with these 2 KB values). Each buffer holds the stacks of
-	 * its counts (userspace empties both maps of a buffer together). */
+	 * common case. A new one is stored first, with BPF_NOEXIST: a stack stored already
+	 * (another thread's or zone's count, another CPU) fails at once, found in its
+	 * bucket before anything is copied, so it is not looked up before (a count not
+	 * found is nearly always a new stack). Each buffer holds the stacks of its counts
+	 * (userspace empties both maps of a buffer together). */
 	c = bpf_map_lookup_elem(&counts, &key);
-	if (!c && !bpf_map_lookup_elem(&stacks, &key.stack)) {
+	if (!c) {
 		err = bpf_map_update_elem(&stacks, &key.stack, &s->w.st, BPF_NOEXIST);
-		if (err && err != -17 /* EEXIST: another CPU stored it */)
+		if (err && err != -17 /* EEXIST: stored before */)
 			return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
-		if (ws)
+		if (!err && ws)
 			ws->v[NUPP_SMP_WS_NEWSTACK]++;
 	}
 	if (!c) {
@@ -800,7 +803,10 @@ int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 	}
 	if (bpf_probe_read_user(&sizept, 4, (const void *)(pt + p->lo.pt_sizept)))
 		sizept = 0;
+	/* The block's generation first, then the count (both full barriers): a sample
+	 * that reads the new count finds the block bumped. */
 	smp_pfree_bump(pt);
+	__sync_fetch_and_add(&p->pfrees, 1);
 	gen = __sync_fetch_and_add(&p->pgen, 1) + 1;
 	if (!b)
 		goto lost;

@@ -146,6 +146,9 @@ struct nupp_smp_proc {
 	 * knew of the process's prototypes and refuses samples up to the current generation
 	 * (which is past every lost one: a generation is taken before its event is sent). */
 	__u64 nlost;
+	/* Prototypes freed (luajit:proto_free only): the walker's frame cache count (fc_pg),
+	 * which a trace freed does not move (it names no frame). */
+	__u64 pfrees;
 	struct nupp_lj_layout lo;
 };
 

@@ -292,9 +292,9 @@ int main(int argc, char **argv)
 	while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
 		;
 	pid = 0;
-	/* Prototypes freed: the process's prototype generation counts them. */
+	/* Prototypes freed (luajit:proto_free), as the sampler counts them. */
 	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.procs), &tgid, &proc))
-		proc.pgen = 0;
+		proc.pfrees = 0;
 	memset(&info, 0, sizeof(info));
 	if (bpf_obj_get_info_by_fd(bpf_program__fd(skel->progs.nupp_sample), &info, &info_len))
 		goto out;
@@ -333,7 +333,7 @@ int main(int argc, char **argv)
 	       "lost_full=%llu frees=%llu run_cnt=%llu run_time_ns=%llu ns_per_run=%.0f\n",
 	       (unsigned long long)samples, n, (unsigned long long)at_depth, (unsigned long long)lost[0],
 	       (unsigned long long)lost[1], (unsigned long long)lost[2], (unsigned long long)lost[3],
-	       (unsigned long long)lost[4], (unsigned long long)proc.pgen, (unsigned long long)(info.run_cnt - cnt0),
+	       (unsigned long long)lost[4], (unsigned long long)proc.pfrees, (unsigned long long)(info.run_cnt - cnt0),
 	       (unsigned long long)(info.run_time_ns - ns0),
 	       info.run_cnt > cnt0 ? (double)(info.run_time_ns - ns0) / (double)(info.run_cnt - cnt0) : 0.0);
 #ifdef COST_BASE
