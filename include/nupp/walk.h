@@ -58,10 +58,11 @@
  * immutable while the prototype lives, and a genuine frame matching the key is a closure
  * of the same prototype: a GCfunc freed and reused for a closure of another live
  * prototype runs with a PC inside that other prototype. So an entry is right while the
- * prototype holding its PC lives: the free generation (below) of the block of PC - 4 (in
- * the prototype's allocation), taken when it was filled, must be the same when it is
- * used (a prototype freed over that block fails the check; only entries that lie in
- * freed memory are dropped). The includer's tag (fc_tag, 0 = no cache) names the process
+ * prototype holding its PC lives: the free generation (below) of the block of its
+ * GCproto, taken when it was filled, must be the same when it is used (only the entries
+ * of a prototype freed are dropped). That read is skipped while the process's count of
+ * prototype frees (fc_pg) is the one the entry was filled or last checked at, which a
+ * check that passes brings forward. The includer's tag (fc_tag, 0 = no cache) names the process
  * and a count of VM lifetime events, and an entry with another tag is never used. The
  * cache is 2-way set-associative by PC: two closures of one prototype, or two PCs, share
  * a set. A trace's start frame
