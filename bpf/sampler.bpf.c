@@ -6,25 +6,48 @@
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
 
+#include "nupp/sampler_abi.h"
+
 #define NUPP_WALK_READ(dst, sz, addr) bpf_probe_read_user((dst), (sz), (const void *)(unsigned long)(addr))
-/* The walker's frame cache: a per-CPU array map (4096 x 64 bytes per CPU). */
-#define NUPP_WALK_FC 4096
+/* The walker's frame cache: 16384 x 64 bytes per CPU, 2 ways a set, each CPU's in a row
+ * of one array map (smp_fc_entry). */
+#define NUPP_WALK_FC NUPP_SMP_FC_ENTRIES
 #define NUPP_WALK_FC_ENTRY(w, i) smp_fc_entry(i)
 struct nupp_walk_fc;
 static __always_inline struct nupp_walk_fc *smp_fc_entry(__u32 i);
+/* The free generations of target memory blocks: global data, bumped by luajit:proto_free
+ * on the freeing CPU, read by every CPU's walks (all processes share it). */
+#define NUPP_WALK_PGEN 16384
+#define NUPP_WALK_PGEN_AT(w, i) (*(volatile __u32 *)&pfree_gen[(i) & (NUPP_WALK_PGEN - 1)])
+__u32 pfree_gen[NUPP_WALK_PGEN];
 #include "nupp/walk.h"
 #include "nupp/zone_abi.h"
 
+/* CPUs with a frame cache: CPU c's entries are fcache[c * NUPP_WALK_FC ...]; userspace
+ * sets it, and fcache's max_entries to fc_ncpu * NUPP_WALK_FC, before load. A plain array,
+ * not a per-CPU one: an entry is one address computation away, where a per-CPU array
+ * reads a per-CPU pointer first (a walk through functions met in no order touches twice
+ * the memory, tests/bench/bench_floor.sh lkr32 against lka32). */
+const volatile __u32 fc_ncpu = 1;
+
 struct {
-	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
-	__uint(max_entries, NUPP_WALK_FC);
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NUPP_WALK_FC); /* fc_ncpu * NUPP_WALK_FC, set at load */
 	__type(key, __u32);
 	__type(value, struct nupp_walk_fc);
 } fcache SEC(".maps");
 
+/* Entry i of this CPU's frame cache, or 0 (a CPU without one: no frame is cached). No
+ * sample runs inside another on one CPU (perf_event programs do not nest), so a CPU's
+ * entries are only ever written by one walk at a time, as a per-CPU map's would be. */
 static __always_inline struct nupp_walk_fc *smp_fc_entry(__u32 i)
 {
-	return bpf_map_lookup_elem(&fcache, &i);
+	__u32 cpu = bpf_get_smp_processor_id(), k;
+
+	if (cpu >= fc_ncpu)
+		return 0;
+	k = cpu * NUPP_WALK_FC + (i & (NUPP_WALK_FC - 1));
+	return bpf_map_lookup_elem(&fcache, &k);
 }
 
 char LICENSE[] SEC("license") = "GPL";
@@ -39,8 +62,8 @@ __u64 epoch = 0;
  * A sample marks itself before it reads the epoch, userspace reads the marks after it
  * bumps it (both with full barriers): a CPU not marked has no sample of the old buffer. */
 struct nupp_smp_inflight inflight[NUPP_SMP_MAX_CPUS] __attribute__((aligned(64))) = {};
-/* Frame cache epoch: bumped by every prototype freed in a target, every VM opened or
- * closed, and by userspace when it adds a process; part of every cache entry's tag. */
+/* Frame cache epoch: bumped by every VM opened or closed, by userspace when it adds a
+ * process; part of every cache entry's tag (a prototype freed bumps pfree_gen). */
 __u64 fc_epoch = 1;
 /* Trace cache epoch: bumped by every trace stopped, freed or flushed in a target; the
  * trace cache's tag is made of both epochs (their sum grows when either does). */
@@ -135,6 +158,22 @@ struct {
 	__type(value, struct smp_proto_buf);
 } proto_buf SEC(".maps");
 
+/* What the walks did (enum nupp_smp_wstat), per CPU: for diagnosis. */
+struct smp_wstat {
+	__u64 v[NUPP_SMP_WS_N];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct smp_wstat);
+} wstat SEC(".maps");
+
+/* Time the walk and the store of every sample (bpf_ktime_get_ns, 3 reads a sample)
+ * into wstat: set by the benchmarks only. */
+const volatile __u32 time_stats = 0;
+
 /* Samples lost in the walk, by (mode, walker source line): for diagnosis. */
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
@@ -203,6 +242,34 @@ __noinline int smp_host(__u32 buf, __u32 tgid, __u32 tid, __u64 ip)
 	return 0;
 }
 
+/* This CPU's walk counters, or 0. */
+static __always_inline struct smp_wstat *smp_wstat_get(void)
+{
+	__u32 zero = 0;
+
+	return bpf_map_lookup_elem(&wstat, &zero);
+}
+
+/* Adds what walk w did to this CPU's counters. */
+static __always_inline void smp_wstat_walk(const struct nupp_walk *w)
+{
+	struct smp_wstat *ws = smp_wstat_get();
+
+	if (!ws)
+		return;
+	ws->v[NUPP_SMP_WS_WALKS]++;
+	ws->v[NUPP_SMP_WS_HITS] += w->fc_hits;
+	ws->v[NUPP_SMP_WS_FILLS] += w->fc_fills;
+	ws->v[NUPP_SMP_WS_LOOKS] += w->fc_looks;
+	ws->v[NUPP_SMP_WS_STALE] += w->fc_stale;
+	ws->v[NUPP_SMP_WS_PGREADS] += w->fc_pgreads;
+	ws->v[NUPP_SMP_WS_READS] += w->rd_n;
+	ws->v[NUPP_SMP_WS_RBYTES] += w->rd_bytes;
+	ws->v[NUPP_SMP_WS_RWIN] += w->rd_win;
+	ws->v[NUPP_SMP_WS_RCODE] += w->rd_code;
+	ws->v[NUPP_SMP_WS_RFN] += w->rd_fn;
+}
+
 /* One frame of the walk of this CPU's scratch: 1 when the walk is over. A global
  * function: the verifier checks it once, on its own, instead of once for every state in
  * which smp_sample reaches bpf_loop (each attempt, each start mode). */
@@ -250,6 +317,7 @@ __noinline int smp_walk_try(const struct nupp_walk_regs *r, __u64 g, __u32 how, 
 		nupp_walk_cut(&s->w); /* out of iterations: a cut stack */
 	if (s->w.result == NUPP_WALK_DONE && !s->w.st.depth)
 		s->w.result = NUPP_WALK_BAD_FRAME; /* no frame at all is not a stack */
+	smp_wstat_walk(&s->w);
 	return s->w.result == NUPP_WALK_DONE;
 }
 
@@ -340,8 +408,9 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	struct nupp_smp_count_key key = {};
 	struct nupp_smp_count *c, init = {};
 	__s32 vmstate;
-	__u64 pgen;
+	__u64 pgen, pfrees, t0 = 0, t1 = 0;
 	__u8 fc_ok;
+	struct smp_wstat *ws;
 	int err;
 
 	/* User registers also for samples taken in kernel mode (in a syscall: the frame saved
@@ -360,6 +429,7 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 		return smp_host(buf, tgid, tid, r.ip);
 	/* Frees happen on the VM's own thread, never during this sample of it. */
 	pgen = p->pgen;
+	pfrees = p->pfrees;
 	vi = smp_pick_vm(p, &r, tid, &g);
 	if (vi >= NUPP_SMP_MAX_VMS)
 		return smp_host(buf, tgid, tid, r.ip);
@@ -379,9 +449,25 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	}
 	/* tgid < 2^22 (PID_MAX_LIMIT): the tag names the process and the epoch. */
 	s->w.fc_tag = (fc_epoch << 22) | (tgid & 0x3fffff);
+	/* Frees happen on the VM's thread, not during this sample: entries filled (or
+	 * checked) at this count of prototype frees name no prototype freed since. */
+	s->w.fc_pg = pfrees;
 	/* The trace lifetime probes are attached with luajit:proto_free (fc_ok). */
 	s->w.tc_tag = ((fc_epoch + tc_epoch) << 22) | (tgid & 0x3fffff);
+	if (time_stats)
+		t0 = bpf_ktime_get_ns();
 	vmstate = smp_walk(s, &r, g);
+	ws = smp_wstat_get();
+	if (ws) {
+		ws->v[NUPP_SMP_WS_SAMPLES]++;
+		if (s->w.result == NUPP_WALK_DONE)
+			ws->v[NUPP_SMP_WS_FRAMES] += s->w.st.depth;
+	}
+	if (time_stats) {
+		t1 = bpf_ktime_get_ns();
+		if (ws)
+			ws->v[NUPP_SMP_WS_WALK_NS] += t1 - t0;
+	}
 	if (s->w.result == NUPP_WALK_NOT_RUNNING)
 		return smp_host(buf, tgid, tid, r.ip); /* this thread does not run the VM now */
 	if (s->w.result != NUPP_WALK_DONE) {
@@ -402,14 +488,18 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	key.stack = (nupp_walk_mix(s->w.hash, pgen) & ~NUPP_SMP_STACK_BUF) | (buf ? NUPP_SMP_STACK_BUF : 0);
 	state = nupp_walk_state(&s->lo, vmstate);
 	/* A counted stack was stored before its count was created: one lookup in the
-	 * common case. A new one is stored first (looked up before: an update of an
-	 * existing key costs ~1 us with these 2 KB values). Each buffer holds the stacks of
-	 * its counts (userspace empties both maps of a buffer together). */
+	 * common case. A new one is stored first, with BPF_NOEXIST: a stack stored already
+	 * (another thread's or zone's count, another CPU) fails at once, found in its
+	 * bucket before anything is copied, so it is not looked up before (a count not
+	 * found is nearly always a new stack). Each buffer holds the stacks of its counts
+	 * (userspace empties both maps of a buffer together). */
 	c = bpf_map_lookup_elem(&counts, &key);
-	if (!c && !bpf_map_lookup_elem(&stacks, &key.stack)) {
+	if (!c) {
 		err = bpf_map_update_elem(&stacks, &key.stack, &s->w.st, BPF_NOEXIST);
-		if (err && err != -17 /* EEXIST: another CPU stored it */)
+		if (err && err != -17 /* EEXIST: stored before */)
 			return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
+		if (!err && ws)
+			ws->v[NUPP_SMP_WS_NEWSTACK]++;
 	}
 	if (!c) {
 		/* EEXIST from a racing CPU is fine; a full map shows as a failed lookup. */
@@ -417,9 +507,15 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 		c = bpf_map_lookup_elem(&counts, &key);
 		if (!c)
 			return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
+		if (ws)
+			ws->v[NUPP_SMP_WS_NEWCOUNT]++;
 	}
 	if (state < NUPP_SMP_NSTATES)
 		__sync_fetch_and_add(&c->n[state], 1);
+	if (time_stats && ws) {
+		ws->v[NUPP_SMP_WS_STORE_NS] += bpf_ktime_get_ns() - t1;
+		ws->v[NUPP_SMP_WS_TIMED]++;
+	}
 	return 0;
 }
 
@@ -679,9 +775,16 @@ static __always_inline void smp_kstr(struct smp_proto_buf *b, struct nupp_smp_pr
 	bpf_ringbuf_output(&events, b, sizeof(b->h) + used, smp_proto_wakeup());
 }
 
+/* Adds one to the free generation of the block that holds GCproto pt: the frame cache
+ * entries that name it are dropped (its memory may hold another prototype next). */
+static __always_inline void smp_pfree_bump(__u64 pt)
+{
+	__sync_fetch_and_add(&pfree_gen[nupp_walk_pgen_slot(pt)], 1);
+}
+
 /* luajit:proto_free(g, pt): a prototype dies. Its generation ends (samples taken before saw
  * this incarnation); its allocation, intact until after this probe, is sent as it is; and
- * every frame cache entry is dropped (the memory may hold another prototype next). */
+ * the frame cache entries that lie in it are dropped (smp_pfree_bump). */
 SEC("usdt")
 int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 {
@@ -692,16 +795,22 @@ int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 
 	if (!p)
 		return 0;
-	__sync_fetch_and_add(&fc_epoch, 1);
 	/* No layout yet: no sample of the process can exist, so no generation is needed
 	 * (and user/sampler.c writes this entry whole when it sets the layout). */
-	if (!p->layout_ok)
+	if (!p->layout_ok) {
+		__sync_fetch_and_add(&fc_epoch, 1);
 		return 0;
+	}
+	if (bpf_probe_read_user(&sizept, 4, (const void *)(pt + p->lo.pt_sizept)))
+		sizept = 0;
+	/* The block's generation first, then the count (both full barriers): a sample
+	 * that reads the new count finds the block bumped. */
+	smp_pfree_bump(pt);
+	__sync_fetch_and_add(&p->pfrees, 1);
 	gen = __sync_fetch_and_add(&p->pgen, 1) + 1;
 	if (!b)
 		goto lost;
-	if (smp_proto_head(b, p, NUPP_SMP_EV_PROTO_FREE, tgid, g, pt) ||
-	    bpf_probe_read_user(&sizept, 4, (const void *)(pt + p->lo.pt_sizept)))
+	if (smp_proto_head(b, p, NUPP_SMP_EV_PROTO_FREE, tgid, g, pt) || !sizept)
 		goto lost;
 	b->h.pgen = gen;
 	n = sizept < NUPP_SMP_PT_MAX ? sizept : NUPP_SMP_PT_MAX;
@@ -872,9 +981,9 @@ proto:
 }
 
 /* Copies trace T (one block from T to the end of its snapshot map) and names the
- * functions of its frames; returns the outcome (enum nupp_smp_tcopy): b->ev.size stays 0
- * unless the trace was copied (NUPP_SMP_TC_COPIED, or _FNS: the functions did not fit). */
-static __always_inline __u32 smp_trace_copy(struct smp_trace_buf *b, const struct nupp_lj_layout *lo, __u64 T)
+ * functions of its frames; returns the outcome (enum nupp_smp_tcopy), b->ev.size set only
+ * from the block's read on (smp_trace_copy states the rule). */
+static __always_inline __u32 smp_trace_copy_all(struct smp_trace_buf *b, const struct nupp_lj_layout *lo, __u64 T)
 {
 	__u64 ir, snap, snapmap, irk, end, hsize = lo->T_size;
 	__u32 nsnap, nmap, size;
@@ -936,6 +1045,19 @@ static __always_inline __u32 smp_trace_copy(struct smp_trace_buf *b, const struc
 	return NUPP_SMP_TC_COPIED;
 }
 
+/* Copies trace T and names its functions (smp_trace_copy_all); returns the outcome. One
+ * rule for what is sent: b->ev.size is the copy's size when the outcome is
+ * NUPP_SMP_TC_COPIED, and 0 for every other outcome (then userspace reads the trace from
+ * the target). */
+static __always_inline __u32 smp_trace_copy(struct smp_trace_buf *b, const struct nupp_lj_layout *lo, __u64 T)
+{
+	__u32 why = smp_trace_copy_all(b, lo, T);
+
+	if (why != NUPP_SMP_TC_COPIED)
+		b->ev.size = 0;
+	return why;
+}
+
 /* luajit:trace_stop(g, traceno, T, loc, link, linktype): a new trace, sent with a copy
  * of what names its samples; the trace array changes (the samplers' trace caches forget
  * it). A copy that cannot be sent (ring buffer full) costs only this trace's samples:
@@ -971,14 +1093,13 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 	b->ev.size = 0;
 	b->ev.nfn = 0;
 	why = smp_trace_copy(b, &p->lo, T);
-	size = b->ev.size;
+	size = b->ev.size; /* 0 unless copied whole */
 	if (size > NUPP_SMP_TRACE_MAX)
 		size = 0;
-	/* The function table after the trace (only with the trace, only when whole). */
+	/* The function table after the trace (only with the trace: then all of them, so nfn
+	 * <= NUPP_SMP_TRACE_FNS; tested again as the bound of the read below). */
 	nfn = b->ev.nfn;
-	if (nfn > NUPP_SMP_TRACE_FNS)
-		b->ev.size = size = 0; /* not named: userspace reads it */
-	if (size) {
+	if (size && nfn <= NUPP_SMP_TRACE_FNS) {
 		size = NUPP_SMP_TRACE_FN_OFS(size);
 		if (size > NUPP_SMP_TRACE_MAX)
 			size = NUPP_SMP_TRACE_MAX;

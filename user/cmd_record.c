@@ -618,6 +618,26 @@ static void record_trace_copies(struct nupp_sampler *smp)
 	fprintf(stderr, "\n");
 }
 
+/* Prints what the samples' walks did: frames from the frame cache, reads, new stacks. */
+static void record_walk_stats(struct nupp_sampler *smp)
+{
+	__u64 v[NUPP_SMP_WS_N];
+	double n;
+
+	if (nupp_sampler_walk_stats(smp, v, NUPP_SMP_WS_N) || !v[NUPP_SMP_WS_SAMPLES])
+		return;
+	n = (double)v[NUPP_SMP_WS_SAMPLES];
+	fprintf(stderr,
+		"nupp-bpf: walks: %llu samples, %.1f frames each, %.1f %% from the frame cache (%llu filled, "
+		"%.1f lookups, %.2f free generations read, %.2f refused by a prototype free a sample), "
+		"%.1f reads of %.0f bytes a sample, %.1f %% new stacks\n",
+		(unsigned long long)v[NUPP_SMP_WS_SAMPLES], (double)v[NUPP_SMP_WS_FRAMES] / n,
+		v[NUPP_SMP_WS_FRAMES] ? 100.0 * (double)v[NUPP_SMP_WS_HITS] / (double)v[NUPP_SMP_WS_FRAMES] : 0.0,
+		(unsigned long long)v[NUPP_SMP_WS_FILLS], (double)v[NUPP_SMP_WS_LOOKS] / n,
+		(double)v[NUPP_SMP_WS_PGREADS] / n, (double)v[NUPP_SMP_WS_STALE] / n, (double)v[NUPP_SMP_WS_READS] / n,
+		(double)v[NUPP_SMP_WS_RBYTES] / n, 100.0 * (double)v[NUPP_SMP_WS_NEWSTACK] / n);
+}
+
 /* Prints the kernel cost of the BPF programs (needs kernel.bpf_stats_enabled=1). */
 static void record_stats(struct nupp_sampler *smp, struct nupp_trace *tr)
 {
@@ -823,6 +843,7 @@ static int record_run(int argc, char **argv)
 		ret = 1;
 	if (cli_verbose) {
 		record_trace_copies(nupp_session_sampler(ses));
+		record_walk_stats(nupp_session_sampler(ses));
 		record_stats(nupp_session_sampler(ses), nupp_session_trace(ses));
 		fprintf(stderr, "nupp-bpf: target memory reads: %llu process_vm_readv calls, %.0f/s\n",
 			(unsigned long long)nupp_vm_read_calls(),

@@ -240,6 +240,21 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 	}
 }
 
+/* Sizes the frame cache: NUPP_SMP_FC_ENTRIES for each possible CPU (the first
+ * NUPP_SMP_MAX_CPUS of them: a CPU past those caches no frame). 0 or -errno. */
+static int smp_size_fcache(struct sampler_bpf *skel)
+{
+	int n = libbpf_num_possible_cpus(), e;
+
+	if (n < 1)
+		return nupp_fail(n < 0 ? n : -EINVAL, "cannot count the possible CPUs: %s", strerror(n < 0 ? -n : EINVAL));
+	if (n > NUPP_SMP_MAX_CPUS)
+		n = NUPP_SMP_MAX_CPUS;
+	skel->rodata->fc_ncpu = (__u32)n;
+	e = bpf_map__set_max_entries(skel->maps.fcache, (__u32)n * NUPP_SMP_FC_ENTRIES);
+	return e ? nupp_fail(e, "cannot size the frame cache: %s", strerror(-e)) : 0;
+}
+
 /* Frames BPF walks: the depth, and one more (its caller names the outermost kept). */
 static __u32 smp_walk_depth(const struct nupp_sampler *s)
 {
@@ -298,6 +313,9 @@ struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int
 		/* A stack value holds the frames of the depth asked for, no more. */
 		bpf_map__set_value_size(s->skel->maps.stacks, NUPP_SMP_STACK_SIZE(smp_walk_depth(s)));
 	}
+	e = smp_size_fcache(s->skel);
+	if (e)
+		goto fail;
 	/* The USDT programs are attached per binary by nupp_sampler_watch/add_pid. */
 	e = sampler_bpf__load(s->skel);
 	if (e) {
@@ -1277,6 +1295,30 @@ int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n)
 	for (i = 0; i < n; i++)
 		counts[i] = i < NUPP_SMP_TC_N ? __atomic_load_n(&s->skel->bss->tcopy[i], __ATOMIC_RELAXED) : 0;
 	return 0;
+}
+
+/* What the samples' walks did so far (the BPF wstat counters, summed over CPUs). */
+int nupp_sampler_walk_stats(struct nupp_sampler *s, __u64 *counts, size_t n)
+{
+	int ncpu = libbpf_num_possible_cpus(), c, e = 0;
+	__u64 *v;
+	size_t i;
+
+	for (i = 0; i < n; i++)
+		counts[i] = 0;
+	if (ncpu < 1)
+		return nupp_fail(ncpu < 0 ? ncpu : -EINVAL, "cannot count the possible CPUs");
+	v = calloc((size_t)ncpu * NUPP_SMP_WS_N, sizeof(*v));
+	if (!v)
+		return nupp_fail(-ENOMEM, "out of memory");
+	if (bpf_map_lookup_elem(bpf_map__fd(s->skel->maps.wstat), &(__u32){ 0 }, v))
+		e = nupp_fail(-errno, "cannot read the walk counters: %s", strerror(errno));
+	else
+		for (c = 0; c < ncpu; c++)
+			for (i = 0; i < n && i < NUPP_SMP_WS_N; i++)
+				counts[i] += v[(size_t)c * NUPP_SMP_WS_N + i];
+	free(v);
+	return e;
 }
 
 /* Name of trace_stop outcome i (enum nupp_smp_tcopy), or NULL. */

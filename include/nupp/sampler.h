@@ -66,6 +66,12 @@ int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *
 int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n);
 const char *nupp_sampler_tcopy_name(int i);
 
+/* What the samples' walks did so far: counts[i] for counter i of enum nupp_smp_wstat
+ * (include/nupp/sampler_abi.h: samples walked, frames, frame cache hits, fills, lookups,
+ * entries refused by a prototype free, reads of target memory, stacks stored), summed
+ * over CPUs, i < n. 0 or -errno. */
+int nupp_sampler_walk_stats(struct nupp_sampler *s, __u64 *counts, size_t n);
+
 /* Detaches and frees. */
 void nupp_sampler_close(struct nupp_sampler *s);
 

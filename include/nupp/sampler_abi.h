@@ -13,6 +13,9 @@
 #define NUPP_SMP_MAX_TARGETS 64  /* processes sampled at once */
 #define NUPP_SMP_MAX_THREADS 4096 /* thread -> stack mapping cache */
 #define NUPP_SMP_MAX_CPUS 1024   /* CPUs (in-flight markers), a power of two */
+/* Frame cache entries per CPU (2 ways a set, a power of two): the sampler's fcache map
+ * holds fc_ncpu times as many, CPU c's from c * NUPP_SMP_FC_ENTRIES. */
+#define NUPP_SMP_FC_ENTRIES 16384
 /* The counts, stacks, host and loss maps hold two buffers: BPF counts into buffer
  * (epoch & 1), userspace flips the epoch, waits until no sample of the old buffer is in
  * flight, and reads and empties the old buffer while nothing writes it. A key says its
@@ -143,6 +146,9 @@ struct nupp_smp_proc {
 	 * knew of the process's prototypes and refuses samples up to the current generation
 	 * (which is past every lost one: a generation is taken before its event is sent). */
 	__u64 nlost;
+	/* Prototypes freed (luajit:proto_free only): the walker's frame cache count (fc_pg),
+	 * which a trace freed does not move (it names no frame). */
+	__u64 pfrees;
 	struct nupp_lj_layout lo;
 };
 
@@ -223,6 +229,30 @@ enum nupp_smp_tcopy {
 	NUPP_SMP_TC_FNS,       /* more functions than NUPP_SMP_TRACE_FNS */
 	NUPP_SMP_TC_RINGFULL,  /* the event was not sent (ring buffer full) */
 	NUPP_SMP_TC_N
+};
+
+/* What the samples' walks did, summed per CPU (the sampler's wstat map: one value of
+ * NUPP_SMP_WS_N counters per CPU), for diagnosis (nupp-bpf -v record, the benchmarks). */
+enum nupp_smp_wstat {
+	NUPP_SMP_WS_SAMPLES,   /* samples of a VM walked (host code and early losses not) */
+	NUPP_SMP_WS_WALKS,     /* walks (a retry from another base is a second one) */
+	NUPP_SMP_WS_FRAMES,    /* frames of the stacks reported */
+	NUPP_SMP_WS_HITS,      /* frames taken from the frame cache */
+	NUPP_SMP_WS_FILLS,     /* frame cache entries filled */
+	NUPP_SMP_WS_LOOKS,     /* frame cache set lookups */
+	NUPP_SMP_WS_STALE,     /* entries of the key refused by a prototype free */
+	NUPP_SMP_WS_PGREADS,   /* free generations read */
+	NUPP_SMP_WS_READS,     /* reads of target memory by the walks */
+	NUPP_SMP_WS_RBYTES,    /* ... bytes */
+	NUPP_SMP_WS_RWIN,      /* ... of them: Lua stack windows */
+	NUPP_SMP_WS_RCODE,     /* ... bytecode around a return PC */
+	NUPP_SMP_WS_RFN,       /* ... GCfunc and GCproto */
+	NUPP_SMP_WS_NEWSTACK,  /* stacks stored (a stack not counted in this buffer yet) */
+	NUPP_SMP_WS_NEWCOUNT,  /* counts created */
+	NUPP_SMP_WS_WALK_NS,   /* time in the walks (timed samples only, rodata time_stats) */
+	NUPP_SMP_WS_STORE_NS,  /* time storing the stack and its count (ditto) */
+	NUPP_SMP_WS_TIMED,     /* samples timed */
+	NUPP_SMP_WS_N
 };
 
 /* Bytes of a chunk name sent with NUPP_SMP_EV_PROTO_NEW (longer names are cut: they are

@@ -16,6 +16,9 @@
 #define NUPP_WALK_INLINE static inline __attribute__((always_inline))
 #endif
 
+/* A read of target memory by a walk, counted in the walk's state (w in scope). */
+#define NUPP_WALK_RD(dst, sz, addr) (w->rd_n++, w->rd_bytes += (__u32)(sz), NUPP_WALK_READ(dst, sz, addr))
+
 /* Jumps to a failure label, remembering the walker line that failed (diagnosis). */
 #define NUPP_WALK_GOTO(label)            \
 	do {                             \
@@ -44,29 +47,56 @@
 #define NUPP_WALK_PAGE 4096  /* a code read stays in the page of the CALL instruction */
 #define NUPP_WALK_MEMO 8     /* per-walk memo entries per kind (power of two) */
 
-/* The frame cache: what a Lua frame emits and where the frame below it lies, kept across
+/* The frame cache: what a Lua frame emits and where the frame above it lies, kept across
  * walks (per CPU in BPF), so a frame met before costs no read of target memory. An entry
- * is keyed by the frame's GCfunc, its PC and its link, and only filled when the PC was
- * validated inside the function's prototype. Everything the entry holds (the prototype's
- * identity, sizebc, firstline, chunk name, and the CALL instruction before the link, in
- * the caller's bytecode) is immutable while those prototypes live, and a genuine frame
- * matching the key is a closure of the same prototype: a GCfunc freed and reused for a
- * closure of another live prototype runs with a PC inside that other prototype. So an
- * entry is right until a prototype is freed: the includer's tag (fc_tag, 0 = no cache)
- * names the process and the count of prototype frees (luajit:proto_free) and VM
- * lifetime events, and an entry with another tag is never used. A trace's start frame
+ * is keyed by the frame's GCfunc and its PC, and only filled when the PC was validated
+ * inside the function's prototype; it also holds the CALL instruction before that PC
+ * when the walk knew it (the PC was the link of the frame above), which places any frame
+ * whose link is that PC (frame_prevl): a frame is found by its link, whatever its caller,
+ * so a function called from many places takes one entry, not one per caller. Everything
+ * the entry holds (the prototype's identity, sizebc, firstline, chunk name, the CALL) is
+ * immutable while the prototype lives, and a genuine frame matching the key is a closure
+ * of the same prototype: a GCfunc freed and reused for a closure of another live
+ * prototype runs with a PC inside that other prototype. So an entry is right while the
+ * prototype holding its PC lives: the free generation (below) of the block of its
+ * GCproto, taken when it was filled, must be the same when it is used (only the entries
+ * of a prototype freed are dropped). That read is skipped while the process's count of
+ * prototype frees (fc_pg) is the one the entry was filled or last checked at, which a
+ * check that passes brings forward. The includer's tag (fc_tag, 0 = no cache) names the process
+ * and a count of VM lifetime events, and an entry with another tag is never used. The
+ * cache is 2-way set-associative by PC: two closures of one prototype, or two PCs, share
+ * a set. A trace's start frame
  * has no PC (its snapshot has it): its entry is keyed by the function's bytecode address
- * instead of a PC, never one of an entry keyed by a PC (a return PC lies past it), and
- * is only used when the GCfunc, read again, is a Lua function with that bytecode: the
- * prototype it names is one whose facts the tag keeps. */
+ * plus 2 instead of a PC (nupp_walk_fc_start_key), never a PC a frame looks up (a PC is
+ * 4-byte aligned; a frame at its function's first instruction, rbx = the bytecode in
+ * registers mode, is at pos 0, not a start frame's no position), and is only used when
+ * the GCfunc, read again, is a Lua function with that bytecode: the prototype it names
+ * is one whose facts the tag keeps. */
 #ifndef NUPP_WALK_FC
-#define NUPP_WALK_FC 256 /* entries, direct-mapped (power of two) */
+#define NUPP_WALK_FC 256 /* entries, 2 ways per set (power of two) */
 #endif
 /* Entry i of the cache (i < NUPP_WALK_FC), or 0: the includer may keep the cache out of
  * struct nupp_walk (BPF: a per-CPU array map, larger than a map value may be). */
 #ifndef NUPP_WALK_FC_ENTRY
 #define NUPP_WALK_FC_IN_STATE 1
 #define NUPP_WALK_FC_ENTRY(w, i) (&(w)->fc[(i) & (NUPP_WALK_FC - 1)])
+#endif
+
+/* Free generations: a table of counters by block of target memory (NUPP_WALK_PGEN_BLOCK
+ * bytes, hashed into NUPP_WALK_PGEN slots), and every prototype freed adds one to the
+ * slot of the block that holds its GCproto (a GCproto is larger than a block, so no two
+ * start in one), before its memory can be reused. A frame cache entry is checked by the
+ * slot of the GCproto it names, which holds its PC and the CALL it keeps: a neighbour
+ * freed never drops it, and a slot shared by two blocks only costs misses. The includer
+ * may keep the table out of struct nupp_walk (BPF: global data, bumped by
+ * luajit:proto_free on any CPU); NUPP_WALK_PGEN_AT(w, i) is slot i's counter. */
+#define NUPP_WALK_PGEN_BLOCK 64
+#ifndef NUPP_WALK_PGEN
+#define NUPP_WALK_PGEN 1024 /* slots (power of two) */
+#endif
+#ifndef NUPP_WALK_PGEN_AT
+#define NUPP_WALK_PGEN_IN_STATE 1
+#define NUPP_WALK_PGEN_AT(w, i) ((w)->pgen[(i) & (NUPP_WALK_PGEN - 1)])
 #endif
 
 /* The trace cache: what nupp_walk_trace found for a trace number of a VM (its GCtrace,
@@ -130,13 +160,15 @@ struct nupp_walk_tc {
 
 /* A frame cache entry (64 bytes). */
 struct nupp_walk_fc {
-	__u64 fn, pc, link; /* key: GCfunc, its PC (inside its prototype), its link */
+	__u64 fn, pc;       /* key: GCfunc, its PC (inside its prototype) */
 	__u64 tag;          /* fc_tag of the walk that filled it (0: empty) */
 	__u64 proto, chunk; /* the frame record: GCproto*, chunk name */
 	__u32 sizebc;
 	__s32 firstline;
 	__s32 pos;
-	__u32 ins; /* the CALL instruction before a Lua link (frame_prevl), else 0 */
+	__u32 ins;     /* the CALL instruction before pc (pc - 4), when pg_ins & 1 */
+	__u32 gen;     /* free generation of its GCproto's block when filled */
+	__u32 pg_ins;  /* (fc_pg when filled) << 1 | 1 when ins is known */
 };
 
 /* The walker's state; the stack it fills is the stacks map value. */
@@ -168,8 +200,18 @@ struct nupp_walk {
 	__u64 rep_gcv;        /* the layout's gcvmask (nupp_walk_repeat has no layout) */
 	__u64 rep_delta;      /* ... and the distance to the frame below it (0: none) */
 	__u64 fc_tag;         /* frame cache tag set by the includer (0: cache off) */
+	__u64 fc_pg;          /* the process's count of prototype frees, set by the includer */
 	__u64 tc_tag;         /* trace cache tag set by the includer (0: cache off) */
-	__u32 fc_hits, fc_fills; /* frames taken from / stored in the cache in this walk */
+	/* What this walk did (reset by nupp_walk_start; diagnosis and tests): */
+	__u32 fc_hits, fc_fills; /* frames taken from / stored in the frame cache */
+	__u32 fc_looks;       /* frame cache set lookups (each one or two entries; counting
+				 * the entries too costs the verifier 17k instructions) */
+	__u32 fc_stale;       /* entries of the key refused by their free generation */
+	__u32 fc_pgreads;     /* free generations read (an entry filled before a free) */
+	__u32 rd_n, rd_bytes; /* reads of target memory (NUPP_WALK_RD), bytes read */
+	__u32 rd_win, rd_code, rd_fn; /* ... of them: stack windows, bytecode, GCfunc+GCproto */
+	__u64 ins_pc;         /* a return PC whose CALL (at ins_pc - 4) this walk knows (0: none) */
+	__u32 ins_val;        /* ... that CALL instruction */
 	unsigned char gbuf[512 + 128]; /* [main lua_State +] global_State fields read at start */
 	unsigned char Lbuf[128 + 8];  /* lua_State (NUPP_WALK_L_READ bytes) */
 	unsigned char fnbuf[64 + 8];  /* the current GCfunc (NUPP_WALK_FN_READ bytes) */
@@ -182,6 +224,9 @@ struct nupp_walk {
 	struct nupp_walk_tc tc[NUPP_WALK_TC]; /* the trace cache (kept across walks) */
 #ifdef NUPP_WALK_FC_IN_STATE
 	struct nupp_walk_fc fc[NUPP_WALK_FC]; /* the frame cache (kept across walks) */
+#endif
+#ifdef NUPP_WALK_PGEN_IN_STATE
+	__u32 pgen[NUPP_WALK_PGEN]; /* free generations by block (kept across walks) */
 #endif
 };
 
@@ -326,20 +371,106 @@ NUPP_WALK_INLINE int nupp_walk_pc_in(__u64 pc, __u64 bc, __u32 sizebc)
  * or not a Lua function. */
 NUPP_WALK_INLINE __u64 nupp_walk_fn_bc(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 fn)
 {
-	if (!fn || NUPP_WALK_READ(w->fnbuf, NUPP_WALK_FN_READ, fn) || w->fnbuf[lo->fn_gct & 63] != lo->gct_func ||
+	if (!fn || (w->rd_fn++, NUPP_WALK_RD(w->fnbuf, NUPP_WALK_FN_READ, fn)) || w->fnbuf[lo->fn_gct & 63] != lo->gct_func ||
 	    w->fnbuf[lo->fn_ffid & 63] != lo->ff_lua)
 		return 0;
 	return nupp_walk_u64(w->fnbuf, lo->fn_pc, 63);
 }
 
-/* Frame cache slot of a (GCfunc, PC, link) key. */
-NUPP_WALK_INLINE __u32 nupp_walk_fc_slot(__u64 fn, __u64 pc, __u64 link)
+/* First entry of the frame cache set of a PC (its two ways are this and the next). */
+NUPP_WALK_INLINE __u32 nupp_walk_fc_set(__u64 pc)
 {
-	__u64 h = (fn * 0xff51afd7ed558ccdull) ^ (pc * 0x9e3779b97f4a7c15ull) ^ (link * 0xc2b2ae3d27d4eb4full);
+	__u64 h = pc * 0x9e3779b97f4a7c15ull;
 
 	h ^= h >> 31;
 	h *= 0xff51afd7ed558ccdull;
-	return (__u32)(h >> 48) & (NUPP_WALK_FC - 1);
+	return (__u32)(h >> 48) & (NUPP_WALK_FC - 2);
+}
+
+/* Free generation slot of the block that holds target address a: blocks in a row take
+ * slots in a row, so the prototypes of one program (allocated together) share few cache
+ * lines of the table (a walk reads a slot or two per frame). */
+NUPP_WALK_INLINE __u32 nupp_walk_pgen_slot(__u64 a)
+{
+	return (__u32)(a / NUPP_WALK_PGEN_BLOCK) & (NUPP_WALK_PGEN - 1);
+}
+
+/* The free generation of the block that holds target address a. */
+NUPP_WALK_INLINE __u32 nupp_walk_pgen(struct nupp_walk *w, __u64 a)
+{
+	return NUPP_WALK_PGEN_AT(w, nupp_walk_pgen_slot(a));
+}
+
+/* Is cache entry c, tagged tag, one of pc whose prototype (the one it names) was not
+ * freed since it was filled, and with any one that holds the CALL before pc, else the
+ * one of (fn, pc)? */
+NUPP_WALK_INLINE int nupp_walk_fc_is(struct nupp_walk *w, struct nupp_walk_fc *c, __u64 tag, __u64 fn, __u64 pc,
+				     int any)
+{
+	/* One test of the key's fields (fewer branches for the BPF verifier to follow). */
+	if (!c || ((c->tag ^ tag) | (c->pc ^ pc) | (any ? (__u64)!(c->pg_ins & 1) : c->fn ^ fn)))
+		return 0;
+	if ((c->pg_ins >> 1) == ((__u32)w->fc_pg & 0x7fffffff))
+		return 1;
+	w->fc_pgreads++;
+	if (c->gen != nupp_walk_pgen(w, c->proto)) {
+		w->fc_stale++;
+		return 0;
+	}
+	/* Its prototype was not freed up to this walk's count of frees (none happens during
+	 * a walk of its VM): from that count on, the entry needs no generation read. */
+	c->pg_ins = ((__u32)w->fc_pg << 1) | (c->pg_ins & 1);
+	return 1;
+}
+
+/* The cache entry of (fn, pc), or with any one of pc that holds the CALL before it; 0 if
+ * none is there and valid. */
+NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_look(struct nupp_walk *w, __u64 tag, __u64 fn, __u64 pc,
+							 int any)
+{
+	__u32 set = nupp_walk_fc_set(pc);
+	struct nupp_walk_fc *c = NUPP_WALK_FC_ENTRY(w, set);
+
+	w->fc_looks++;
+	if (nupp_walk_fc_is(w, c, tag, fn, pc, any))
+		return c;
+	c = NUPP_WALK_FC_ENTRY(w, set + 1);
+	return nupp_walk_fc_is(w, c, tag, fn, pc, any) ? c : 0;
+}
+
+/* The cache entry of the frame of GCfunc fn at pc; 0 if none (always for a pc that is not
+ * 4-byte aligned: no frame is at one, and a trace start frame's key is one). */
+NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_find(struct nupp_walk *w, __u64 tag, __u64 fn, __u64 pc)
+{
+	return pc & 3 ? 0 : nupp_walk_fc_look(w, tag, fn, pc, 0);
+}
+
+/* The key of the entry of a trace's start frame whose function's bytecode is at bc. */
+NUPP_WALK_INLINE __u64 nupp_walk_fc_start_key(__u64 bc)
+{
+	return bc + 2;
+}
+
+/* A cache entry that holds the CALL before return PC pc (any frame's at pc); 0 if none. */
+NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_call(struct nupp_walk *w, __u64 tag, __u64 pc)
+{
+	return nupp_walk_fc_look(w, tag, 0, pc, 1);
+}
+
+/* The entry to fill for (fn, pc): the one it has, else way 0 of its set, whose entry
+ * moves to way 1 unless it is another process's or an earlier epoch's; 0 if none. */
+NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_way(struct nupp_walk *w, __u64 tag, __u64 fn, __u64 pc)
+{
+	__u32 set = nupp_walk_fc_set(pc);
+	struct nupp_walk_fc *c0 = NUPP_WALK_FC_ENTRY(w, set), *c1 = NUPP_WALK_FC_ENTRY(w, set + 1);
+
+	if (!c0 || !c1)
+		return 0;
+	if (c1->fn == fn && c1->pc == pc && c1->tag == tag)
+		return c1;
+	if (!(c0->fn == fn && c0->pc == pc) && c0->tag == tag)
+		*c1 = *c0;
+	return c0;
 }
 
 /* Memo slot of an address (objects are 8-byte aligned). */
@@ -359,7 +490,7 @@ NUPP_WALK_INLINE int nupp_walk_hdr(struct nupp_walk *w, __u64 frame, __u64 hdr[2
 		rlo = hi - w->stk_lo > NUPP_WALK_WIN ? hi - NUPP_WALK_WIN : w->stk_lo;
 		len = hi - rlo;
 		w->win_hi = 0;
-		if (len <= NUPP_WALK_WIN && !NUPP_WALK_READ(w->win, len, rlo)) {
+		if (len <= NUPP_WALK_WIN && (w->rd_win++, !NUPP_WALK_RD(w->win, len, rlo))) {
 			w->win_lo = rlo;
 			w->win_hi = hi;
 		} else {
@@ -370,7 +501,7 @@ NUPP_WALK_INLINE int nupp_walk_hdr(struct nupp_walk *w, __u64 frame, __u64 hdr[2
 		__builtin_memcpy(hdr, w->win + ((a - w->win_lo) & (NUPP_WALK_WIN - 1)), 16);
 		return 0;
 	}
-	return NUPP_WALK_READ(hdr, 16, a);
+	return NUPP_WALK_RD(hdr, 16, a);
 }
 
 /* Reads the 64-bit slot at addr of the Lua stack: from the window when it holds it. */
@@ -380,7 +511,7 @@ NUPP_WALK_INLINE int nupp_walk_slot64(struct nupp_walk *w, __u64 addr, __u64 *v)
 		__builtin_memcpy(v, w->win + ((addr - w->win_lo) & (NUPP_WALK_WIN - 1)), 8);
 		return 0;
 	}
-	return NUPP_WALK_READ(v, 8, addr);
+	return NUPP_WALK_RD(v, 8, addr);
 }
 
 /* The CALL instruction before the return PC pc (frame_prevl, lj_frame.h:108): from the
@@ -404,8 +535,8 @@ NUPP_WALK_INLINE int nupp_walk_call_ins(struct nupp_walk *w, const struct nupp_l
 		len = rhi - rlo;
 		w->code_hi = 0;
 		if (pc < 4 || at < rlo || pc > rhi || len > NUPP_WALK_CODE + NUPP_WALK_CODE_AFTER)
-			return NUPP_WALK_READ(ins, 4, at); /* not reached: pc is in its page */
-		if (NUPP_WALK_READ(w->code, len, rlo))
+			return NUPP_WALK_RD(ins, 4, at); /* not reached: pc is in its page */
+		if ((w->rd_code++, NUPP_WALK_RD(w->code, len, rlo)))
 			return -1;
 		w->code_lo = rlo;
 		w->code_hi = rhi;
@@ -434,7 +565,7 @@ NUPP_WALK_INLINE int nupp_walk_func(struct nupp_walk *w, const struct nupp_lj_la
 		*out = m;
 		return 0;
 	}
-	if (!fn || NUPP_WALK_READ(w->fnbuf, NUPP_WALK_FN_READ, fn))
+	if (!fn || (w->rd_fn++, NUPP_WALK_RD(w->fnbuf, NUPP_WALK_FN_READ, fn)))
 		return 1;
 	if (w->fnbuf[lo->fn_gct & 63] != lo->gct_func)
 		return 1;
@@ -444,7 +575,7 @@ NUPP_WALK_INLINE int nupp_walk_func(struct nupp_walk *w, const struct nupp_lj_la
 		pt = ptr - lo->pt_size;
 		if (pt >= w->code_lo && pt + NUPP_WALK_PT_READ <= w->code_hi)
 			pb = w->code + ((pt - w->code_lo) & (2 * NUPP_WALK_CODE - 1));
-		else if (NUPP_WALK_READ(w->ptbuf, NUPP_WALK_PT_READ, pt))
+		else if ((w->rd_fn++, NUPP_WALK_RD(w->ptbuf, NUPP_WALK_PT_READ, pt)))
 			return 2;
 		sizebc = nupp_walk_u32(pb, lo->pt_sizebc, 127);
 		chunk = nupp_walk_u64(pb, lo->pt_chunkname, 127);
@@ -484,7 +615,7 @@ NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_l
 	/* The outermost C frame of the coroutine is the one with SAVE_CFRAME == 0 (the
 	 * recorder's or a lua_call's C frames sit above it). */
 	for (k = 0; k < 4; k++) {
-		if (NUPP_WALK_READ(&prev, 8, cf + lo->cframe_ofs_prev))
+		if (NUPP_WALK_RD(&prev, 8, cf + lo->cframe_ofs_prev))
 			NUPP_WALK_GOTO(fault);
 		if (!prev)
 			break;
@@ -494,10 +625,10 @@ NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_l
 		goto unchained;
 	/* vm_resume pushed CFRAME_SIZE bytes below the resumer's C frame. */
 	pcf = cf + lo->cframe_size;
-	if (NUPP_WALK_READ(&pL, 8, pcf + lo->cframe_ofs_L) || !pL || (pL & 7))
+	if (NUPP_WALK_RD(&pL, 8, pcf + lo->cframe_ofs_L) || !pL || (pL & 7))
 		goto unchained;
 	/* The resumer's lua_State in one read: cframe, glref, base, stack, stacksize. */
-	if (NUPP_WALK_READ(w->Lbuf, NUPP_WALK_L_READ, pL))
+	if (NUPP_WALK_RD(w->Lbuf, NUPP_WALK_L_READ, pL))
 		goto unchained;
 	pcfr = nupp_walk_u64(w->Lbuf, lo->L_cframe, 127);
 	glref = nupp_walk_u64(w->Lbuf, lo->L_glref, 127);
@@ -507,7 +638,7 @@ NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_l
 		nupp_walk_cut(w); /* the resumers beyond are left out */
 		return 1;
 	}
-	if (NUPP_WALK_READ(&spc, 8, pcf + lo->cframe_ofs_pc))
+	if (NUPP_WALK_RD(&spc, 8, pcf + lo->cframe_ofs_pc))
 		NUPP_WALK_GOTO(fault);
 	base = nupp_walk_u64(w->Lbuf, lo->L_base, 127);
 	stack = nupp_walk_u64(w->Lbuf, lo->L_stack, 127);
@@ -522,6 +653,7 @@ NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_l
 	w->stk_lo = stack;
 	w->stk_hi = stack + (__u64)lo->tv_size * stacksize;
 	w->pc_above = 0;
+	w->ins_pc = 0; /* no CALL known for the resumer's leaf */
 	w->leaf_pc[0] = spc;
 	w->leaf_pc[1] = 0;
 	w->iter = 0;
@@ -578,6 +710,9 @@ NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
 	return k;
 }
 
+/* Frames taken from the cache in a row at most (each one is verified once per count). */
+#define NUPP_WALK_CACHED 8
+
 /* Frame cache hits in a row: Lua frames below a Lua link whose entry is cached, linked
  * by a Lua, C or pcall link (a continuation or vararg link goes through the full step),
  * emitted from the stack window with the walk's state in registers. Emits exactly what
@@ -585,14 +720,15 @@ NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
 NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_lj_layout *lo)
 {
 	__u64 frame = w->frame, bot = w->bot, wlo = w->win_lo, whi = w->win_hi, pca = w->pc_above, h = w->hash;
-	__u64 tag = w->fc_tag, gcv = lo->gcvmask, L = w->L, hdr[2], fn, link, next, rep = 0;
+	__u64 tag = w->fc_tag, gcv = lo->gcvmask, L = w->L, hdr[2], fn, link, next, rep = 0, ipc = 0;
 	__u32 d = w->st.depth, maxd = w->max_depth, k, di, t, flua = lo->frame_lua, ash = lo->bc_a_shift & 31;
-	struct nupp_walk_fc *c;
+	__u32 ins = 0, ci_ins = 0;
+	struct nupp_walk_fc *c, *ci;
 	struct nupp_smp_frame rec;
 
 	if (!tag || !pca || w->skip || !w->iter || w->result != NUPP_WALK_RUN)
 		return 0;
-	for (k = 0; k < NUPP_WALK_REPEAT; k++) {
+	for (k = 0; k < NUPP_WALK_CACHED; k++) {
 		if (!pca || frame <= bot || frame - 8 < wlo || frame + 8 > whi)
 			break;
 		__builtin_memcpy(hdr, w->win + ((frame - 8 - wlo) & (NUPP_WALK_WIN - 1)), 16);
@@ -603,13 +739,18 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		t = (link & lo->frame_type) == flua ? flua : (__u32)(link & lo->frame_typep);
 		if (t == lo->frame_cont || t == lo->frame_varg)
 			break;
-		c = NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, pca, link));
-		if (!c || c->tag != tag || c->fn != fn || c->pc != pca || c->link != link)
+		c = nupp_walk_fc_find(w, tag, fn, pca);
+		if (!c)
 			break;
-		if (t == flua)
-			next = frame - 8 * (2 + ((c->ins >> ash) & 0xff)); /* tv_size 8, LJ_FR2 */
-		else
+		if (t == flua) {
+			ci = nupp_walk_fc_call(w, tag, link); /* the caller's entry at this link */
+			if (!ci)
+				break;
+			ci_ins = ci->ins; /* ins only once this frame is taken: it goes with ipc */
+			next = frame - 8 * (2 + ((ci_ins >> ash) & 0xff)); /* tv_size 8, LJ_FR2 */
+		} else {
 			next = frame - (link & ~(__u64)lo->frame_typep);
+		}
 		if (next >= frame || (next & 7))
 			break; /* the full step says why */
 		if (d >= maxd || d >= NUPP_SMP_MAX_DEPTH) {
@@ -630,6 +771,8 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		h = nupp_walk_mix_frame(h, &rec);
 		d++;
 		pca = t == flua ? link : 0;
+		ipc = pca; /* its CALL is ins */
+		ins = ci_ins;
 		if (t == flua && c->pc == link) {
 			/* Recursion (its PC is its own link): nupp_walk_repeat, without lookups. */
 			rep = frame - next;
@@ -651,6 +794,8 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		w->iter += k;
 		w->fc_hits += k;
 		w->rep_delta = rep;
+		w->ins_pc = ipc;
+		w->ins_val = ins;
 	}
 	return k;
 }
@@ -666,7 +811,7 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	__u8 ffid = 0, skip, lt;
 	int first, e, hit = 0;
 	struct nupp_walk_fn *f = 0;
-	struct nupp_walk_fc *c = 0;
+	struct nupp_walk_fc *c = 0, *ci;
 
 	if (w->rep_delta && nupp_walk_repeat(w))
 		return 0;
@@ -699,13 +844,16 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	 * reads below would choose it too. */
 	cand = first ? w->leaf_pc[0] : w->pc_above;
 	if (w->fc_tag && !skip && cand) {
-		c = NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, cand, link));
-		if (c && c->tag == w->fc_tag && c->fn == fn && c->pc == cand && c->link == link) {
+		c = nupp_walk_fc_find(w, w->fc_tag, fn, cand);
+		if (c) {
 			if (nupp_walk_emit(w, NUPP_SMP_LUA, c->proto, c->chunk, c->firstline, c->sizebc, c->pos,
 					   lt))
 				return 1;
+			if (!(c->pg_ins & 1) && w->ins_pc == cand) {
+				c->ins = w->ins_val; /* the CALL before it, read since */
+				c->pg_ins |= 1;
+			}
 			pc = cand;
-			ins = c->ins;
 			hit = 1;
 			w->fc_hits++;
 			goto step;
@@ -714,12 +862,12 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	if (w->fc_tag && !skip && first && w->mode == NUPP_WALK_TRACE) {
 		/* A trace's start frame: keyed by its bytecode, read now (see NUPP_WALK_FC). */
 		cand = nupp_walk_fn_bc(w, lo, fn);
-		c = cand ? NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, cand, link)) : 0;
-		if (c && c->tag == w->fc_tag && c->fn == fn && c->pc == cand && c->link == link) {
+		cand = cand ? nupp_walk_fc_start_key(cand) : 0;
+		c = cand ? nupp_walk_fc_look(w, w->fc_tag, fn, cand, 0) : 0;
+		if (c) {
 			if (nupp_walk_emit(w, NUPP_SMP_LUA, c->proto, c->chunk, c->firstline, c->sizebc, c->pos,
 					   lt))
 				return 1;
-			ins = c->ins;
 			hit = 1;
 			w->fc_hits++;
 			goto step;
@@ -806,8 +954,11 @@ window:
 step:
 	if ((link & lo->frame_type) == lo->frame_lua) {
 		/* frame_prevl: below by 1 + LJ_FR2 + A of the CALL before the return PC
-		 * (lj_frame.h:108). */
-		if (!hit && nupp_walk_call_ins(w, lo, link, &ins))
+		 * (lj_frame.h:108), cached with the caller's frame at that PC. */
+		ci = w->fc_tag ? nupp_walk_fc_call(w, w->fc_tag, link) : 0;
+		if (ci)
+			ins = ci->ins;
+		else if (nupp_walk_call_ins(w, lo, link, &ins))
 			NUPP_WALK_GOTO(fault);
 		next = frame - tvsz * (1 + lo->fr2 + ((ins >> lo->bc_a_shift) & 0xff));
 		/* A Lua frame emitted with the PC given by this same link: repeatable. */
@@ -836,25 +987,34 @@ step:
 	if (next >= frame || (next & 7))
 		NUPP_WALK_GOTO(bad); /* links only go down the stack: a cycle or garbage */
 	/* A Lua frame whose PC was validated inside its prototype, or a trace's start frame
-	 * (no PC: cand is its bytecode): keep it. */
+	 * (no PC: cand is its start key): keep it. */
 	if (!hit && w->fc_tag && f && ffid == lo->ff_lua && !skip && cand &&
-	    (pc == cand || (!pc && first && w->mode == NUPP_WALK_TRACE && cand == bc))) {
-		c = NUPP_WALK_FC_ENTRY(w, nupp_walk_fc_slot(fn, cand, link));
+	    (pc == cand || (!pc && first && w->mode == NUPP_WALK_TRACE && cand == nupp_walk_fc_start_key(bc)))) {
+		c = nupp_walk_fc_way(w, w->fc_tag, fn, cand);
 		if (!c)
 			goto filled;
 		c->tag = w->fc_tag;
 		c->fn = fn;
 		c->pc = cand;
-		c->link = link;
 		c->proto = bc - lo->pt_size;
 		c->chunk = f->chunk;
 		c->sizebc = sizebc;
 		c->firstline = f->firstline;
 		c->pos = pos;
-		c->ins = (link & lo->frame_type) == lo->frame_lua ? ins : 0;
+		/* The CALL before cand, read (or cached) by the step of the frame above. */
+		c->ins = w->ins_pc == cand ? w->ins_val : 0;
+		/* A process that freed no prototype since (fc_pg the same) needs no check of
+		 * the generation. */
+		c->pg_ins = ((__u32)w->fc_pg << 1) | (w->ins_pc == cand);
+		/* No prototype of this VM is freed during its walk: the facts read are of this
+		 * generation. */
+		c->gen = nupp_walk_pgen(w, c->proto);
 		w->fc_fills++;
 	}
 filled:
+	/* The CALL before a Lua link, for the frame below (whose PC that link is). */
+	w->ins_pc = (link & lo->frame_type) == lo->frame_lua ? link : 0;
+	w->ins_val = ins;
 	w->frame = next;
 	w->iter++;
 	return 0;
@@ -917,7 +1077,9 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->coro = 0;
 	w->why = 0;
 	w->strict = 0;
-	w->fc_hits = w->fc_fills = 0;
+	w->fc_hits = w->fc_fills = w->fc_looks = w->fc_stale = w->fc_pgreads = 0;
+	w->rd_n = w->rd_bytes = w->rd_win = w->rd_code = w->rd_fn = 0;
+	w->ins_pc = 0;
 	w->result = NUPP_WALK_RUN;
 	w->pc_above = 0;
 	w->leaf_pc[0] = w->leaf_pc[1] = 0;
@@ -944,11 +1106,11 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 								  : (__s64)nupp_walk_g_hi(lo);
 	glen = (__u64)(chi - clo);
 	if (chi - clo <= NUPP_WALK_GL_READ && glen <= NUPP_WALK_GL_READ) {
-		if (NUPP_WALK_READ(w->gbuf, glen, g + clo))
+		if (NUPP_WALK_RD(w->gbuf, glen, g + clo))
 			return NUPP_WALK_READ_FAULT;
 		gofs = (__u32)((__s64)glo - clo);
 		both = 1;
-	} else if (NUPP_WALK_READ(w->gbuf, NUPP_WALK_G_SPAN, g + glo)) {
+	} else if (NUPP_WALK_RD(w->gbuf, NUPP_WALK_G_SPAN, g + glo)) {
 		return NUPP_WALK_READ_FAULT;
 	}
 	vms = (__s32)nupp_walk_u32(w->gbuf, gofs + lo->g_vmstate - glo, 511);
@@ -958,7 +1120,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 		return NUPP_WALK_READ_FAULT;
 	if (both && L == g + g2l)
 		__builtin_memcpy(w->Lbuf, w->gbuf + ((__u32)(g2l - clo) & 511), NUPP_WALK_L_READ);
-	else if (NUPP_WALK_READ(w->Lbuf, NUPP_WALK_L_READ, L))
+	else if (NUPP_WALK_RD(w->Lbuf, NUPP_WALK_L_READ, L))
 		return NUPP_WALK_READ_FAULT;
 	*vmstate = vms;
 	w->L = L;
@@ -1010,7 +1172,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 		w->st.flags |= NUPP_SMP_F_STRICT;
 	if (base <= w->bot || base > top || (base & 7))
 		return NUPP_WALK_BAD_FRAME;
-	if (cf && NUPP_WALK_READ(&spc, 8, cf + lo->cframe_ofs_pc))
+	if (cf && NUPP_WALK_RD(&spc, 8, cf + lo->cframe_ofs_pc))
 		spc = 0;
 	/* INTERP in a C helper that rbx does not prove: the helper was called from the
 	 * interpreter's code, whose rsp is its C frame (vm_x64.dasc: `mov L:RB->cframe, rsp`
@@ -1018,7 +1180,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	 * L->base and PC in SAVE_PC before the calls that need them: the leaf may take
 	 * SAVE_PC then, and userspace keeps the stack only if that call site is one of them. */
 	if (how == NUPP_WALK_BASE_L && w->strict && (r->ip < lo->vm_begin || r->ip >= lo->vm_end) && cf &&
-	    spc && !NUPP_WALK_READ(&ra, 8, cf - 8) && ra >= lo->vm_begin && ra < lo->vm_end)
+	    spc && !NUPP_WALK_RD(&ra, 8, cf - 8) && ra >= lo->vm_begin && ra < lo->vm_end)
 		w->helper_ra = ra;
 	w->frame = base - lo->tv_size;
 	w->leaf_pc[0] = r->rbx;
@@ -1049,8 +1211,8 @@ NUPP_WALK_INLINE int nupp_walk_read2(struct nupp_walk *w, __u64 base, __u32 o64,
 	__u32 a = o64 < o32 ? o64 : o32, b = o64 + 8 > o32 + 4 ? o64 + 8 : o32 + 4;
 
 	if (b - a > 32)
-		return NUPP_WALK_READ(v64, 8, base + o64) || NUPP_WALK_READ(v32, 4, base + o32);
-	if (NUPP_WALK_READ(w->fnbuf, b - a, base + a))
+		return NUPP_WALK_RD(v64, 8, base + o64) || NUPP_WALK_READ(v32, 4, base + o32);
+	if (NUPP_WALK_RD(w->fnbuf, b - a, base + a))
 		return -1;
 	*v64 = nupp_walk_u64(w->fnbuf, o64 - a, 31);
 	*v32 = nupp_walk_u32(w->fnbuf, o32 - a, 31);
@@ -1087,11 +1249,11 @@ NUPP_WALK_INLINE void nupp_walk_trace(struct nupp_walk *w, const struct nupp_lj_
 	}
 	if (nupp_walk_read2(w, J, lo->J_trace, lo->J_sizetrace, &arr, &size) || (__u32)vmstate >= size)
 		return;
-	if (NUPP_WALK_READ(&T, 8, arr + 8ull * (__u32)vmstate) || !T)
+	if (NUPP_WALK_RD(&T, 8, arr + 8ull * (__u32)vmstate) || !T)
 		return;
 	if (nupp_walk_read2(w, T, lo->T_mcode, lo->T_szmcode, &mcode, &sz))
 		return;
-	if (NUPP_WALK_READ(&spadj16, 2, T + lo->T_spadjust))
+	if (NUPP_WALK_RD(&spadj16, 2, T + lo->T_spadjust))
 		return;
 	spadj = spadj16;
 	if (w->tc_tag) {
@@ -1111,9 +1273,9 @@ found:
 	if (ip >= mcode && ip < mcode + sz) {
 		w->st.mcofs = (__u32)(ip - mcode);
 		w->st.flags |= NUPP_SMP_F_MCODE;
-	} else if (w->cf && w->cf > jsp + 8 && !NUPP_WALK_READ(&ra, 8, w->cf - jsp - 8) && ra >= mcode + 5 &&
+	} else if (w->cf && w->cf > jsp + 8 && !NUPP_WALK_RD(&ra, 8, w->cf - jsp - 8) && ra >= mcode + 5 &&
 		   ra <= mcode + sz &&
-		   !NUPP_WALK_READ(&code, 8, ra - 8) && nupp_walk_is_call(code)) {
+		   !NUPP_WALK_RD(&code, 8, ra - 8) && nupp_walk_is_call(code)) {
 		/* A C function (a helper, an FFI callee, the allocator) called by this trace:
 		 * the interpreter enters a trace with rsp = C frame - (CFRAME_SIZE_JIT -
 		 * CFRAME_SIZE) (vm_x64.dasc BC_JLOOP: `sub rsp, 16`), and the trace's code runs

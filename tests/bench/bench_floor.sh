@@ -25,14 +25,18 @@
 #    "count" is a whole sample that walks no frame.
 #  * rd8xN: the user registers and N 8-byte user reads up the stack in a loop;
 #    lkN (N = 1, 8, 32): N lookups of distinct entries of a 4096 x 64-byte PERCPU_ARRAY
-#    (the sampler's frame cache shape; the verifier inlines these lookups); ktime:
-#    bpf_ktime_get_ns.
+#    (the sampler's frame cache shape; the verifier inlines these lookups), the same
+#    entries every sample; lkr32: 32 lookups of random entries of a 16384 x 64-byte
+#    PERCPU_ARRAY (the sampler's frame cache now, 1 MB per CPU: a walk through functions
+#    met in no order), lka32 the same in a plain ARRAY (no per-CPU pointer read before
+#    each entry), rnd32 their 32 bpf_get_prandom_u32 alone; ktime: bpf_ktime_get_ns.
 #  * "derived": per-step and per-helper costs, each the median over rounds of the
 #    difference within a round (so a load drift between rounds cancels), with min-max.
 #  * "floor at depth D": count + D x the cheapest per-frame work measured (a per-CPU
 #    lookup or an 8-byte read, whichever is cheaper), and count + D x one 8-byte read (a
 #    walk with no frame cache). A depth-D sampler that takes these steps cannot cost
-#    less than the first.
+#    less than the first. "random entries": count + D x a random 1 MB lookup, the floor
+#    of a walk whose frames' cache entries are not those of the sample before.
 #  * "faults": failed user reads (a fault takes a slower path, so a row with faults is
 #    not a floor; expect 0).
 # kernel.bpf_stats_enabled is set for the run and restored afterwards.
@@ -107,6 +111,8 @@ END {
   what["rd8x32"] = "7 regs + 32 x 8-byte read"; what["lk1"] = "8 1 x PERCPU_ARRAY lookup"
   what["lk8"] = "8 8 x PERCPU_ARRAY lookup"
   what["lk32"] = "8 32 x PERCPU_ARRAY lookup"; what["ktime"] = "9 bpf_ktime_get_ns"
+  what["lkr32"] = "10 32 x random of 16384 (1 MB)"; what["rnd32"] = "10 32 x bpf_get_prandom_u32"
+  what["lka32"] = "10 the same, a plain ARRAY"
   printf "%-8s %-34s %7s %8s %15s %6s\n", "variant", "what", "runs", "ns/run", "(min-max)", "faults"
   for (i = 1; i <= nvar; i++) {
     n = 0; delete a
@@ -127,10 +133,14 @@ END {
   printf "%-45s %s\n", "PERCPU_ARRAY lookup ((lk32 - lk8) / 24)", diff("lk32", "lk8", 24); lk = MED
   printf "%-45s %s\n", "first PERCPU_ARRAY lookup (lk1 - empty)", diff("lk1", "empty", 1)
   printf "%-45s %s\n", "bpf_ktime_get_ns (ktime - empty)", diff("ktime", "empty", 1)
+  printf "%-45s %s\n", "random lookup in 1 MB ((lkr32 - rnd32) / 32)", diff("lkr32", "rnd32", 32); lkr = MED
+  printf "%-45s %s\n", "... in a plain ARRAY ((lka32 - rnd32) / 32)", diff("lka32", "rnd32", 32)
   print ""
   frame = (lk < rd) ? lk : rd
   printf "floor at depth %d = count + %d x %s: %.0f + %d x %.1f = %.0f ns\n", depth, depth,
     (lk < rd) ? "PERCPU_ARRAY lookup" : "8-byte read", med["count"], depth, frame, med["count"] + depth * frame
   printf "no frame cache    = count + %d x 8-byte read:       %.0f + %d x %.1f = %.0f ns\n", depth,
     med["count"], depth, rd, med["count"] + depth * rd
+  printf "random entries    = count + %d x random 1 MB lookup: %.0f + %d x %.1f = %.0f ns\n", depth,
+    med["count"], depth, lkr, med["count"] + depth * lkr
 }' "$TMP/runs"

@@ -14,8 +14,25 @@
 #    so the ratio is free of the machine's load swings, which move single figures by 2x
 #    on a shared VM. The program attached second runs a little warmer (8-19 % less
 #    with two identical builds), so the base is favoured: the ratio is conservative.
-# Shapes: "same" recurses through one function, "distinct" through DEPTH-3 different
-# prototypes; modes: "interp" (JIT off), "jit" (the loop is a trace).
+# Shapes (SHAPES, environment, default all four): "same" recurses through one function,
+# "distinct" through DEPTH-3 different prototypes, "churn" is "distinct" while the target
+# frees prototypes all the time (the "frees/s" column: luajit:proto_free per second of
+# the run), "many" goes down random paths through 3000 prototypes (each sample a
+# different path of DEPTH-4 of them); modes: "interp" (JIT off), "jit" (the loop is a
+# trace).
+# The walk counters (the sampler's wstat map), per sample walked: "hit%" frames taken
+# from the frame cache of the frames reported, "looks" frame cache set lookups, "pgen"
+# free generations read (entries filled before the process's last prototype free), "stale"
+# entries refused by a prototype free, "reads" and "KB" target memory read, "new%"
+# samples that stored a new stack. TIMES=1 (environment) also times, in separate runs
+# (the sampler then reads the clock 3 times a sample), the walk ("walk ns") and the store
+# of the stack and its count ("store ns"), medians of the runs.
+# WARM (environment, seconds, default 0): the target runs WARM + SECONDS, and the costs and
+# counters of the sampler runs (not the CLI's) are those after the first WARM seconds:
+# the frame cache warm (a cold cache fills each function's entry once per CPU; "many"
+# has 3000 functions, met at random).
+# FLOOR=1 (environment) ends with tests/bench/bench_floor.sh's floor at the largest depth
+# (3 rounds), the figure a sample that walks that many frames cannot go below here.
 # FREQ (environment, default 1000): the sampling rate. On this project's nested VM the
 # same program costs ~2x less per sample at 10000 Hz than at 1000 Hz: at 1000 Hz every
 # sample starts with cold caches and TLB (target pages, the frame cache, the scratch).
@@ -30,6 +47,8 @@ SECS=${3:-1}
 DEPTHS=${4:-"4 16 32 64"}
 BASE=${5:-}
 FREQ=${FREQ:-1000}
+SHAPES=${SHAPES:-"same distinct churn many"}
+WARM=${WARM:-0}
 LUAJIT=$BUILD/luajit/bin/luajit
 NUPP=$BUILD/nupp-bpf
 WL=$SRC/tests/bench/workloads/depth.lua
@@ -62,30 +81,55 @@ stats() { sort -g | awk '{a[NR]=$1} END {m = (NR % 2) ? a[(NR+1)/2] : (a[NR/2] +
   printf "%.0f %.0f %.0f\n", m, a[1], a[NR]}'; }
 
 sysctl -qw kernel.bpf_stats_enabled=1
-echo "sampler cost per sample, $FREQ Hz, ${SECS} s per run, median of $RUNS runs (min-max); $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
+echo "sampler cost per sample, $FREQ Hz, ${SECS} s per run (after ${WARM} s of warm-up), median of $RUNS runs (min-max); $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
 [ -n "$BASE" ] && echo "base: $BASE (its sampler on the same process at the same time)"
-printf '%-6s %-8s %5s %8s %9s %6s %12s %13s %11s' mode shape depth samples "at depth" lost "ns/sample" "(min-max)" "cli ns/run"
+printf '%-6s %-8s %5s %8s %9s %6s %8s %12s %13s %11s' mode shape depth samples "at depth" lost frees/s "ns/sample" \
+  "(min-max)" "cli ns/run"
+printf ' %4s %5s %5s %5s %5s %5s %4s' hit% looks pgen stale reads KB new%
+[ "${TIMES:-0}" = 1 ] && printf ' %7s %8s' "walk ns" "store ns"
 [ -n "$BASE" ] && printf ' %10s %6s' "base ns" ratio
 echo
 for mode in interp jit; do
-  for shape in same distinct; do
+  for shape in $SHAPES; do
     for d in $DEPTHS; do
       : >"$TMP/runs"
       for _ in $(seq "$RUNS"); do
-        "$TMP/sampler_cost" -F "$FREQ" -e "$d" "$LUAJIT" "$WL" "$d" "$SECS" "$mode" "$shape" 2>/dev/null |
-          grep -E '^(samples|base_run_cnt)=' | paste -sd' ' >>"$TMP/runs" ||
+        "$TMP/sampler_cost" -F "$FREQ" -e "$d" -w "$((WARM * 1000))" "$LUAJIT" "$WL" "$d" "$((SECS + WARM))" "$mode" "$shape" 2>/dev/null |
+          grep -E '^(samples|base_run_cnt|ws_samples)=' | paste -sd' ' >>"$TMP/runs" ||
           { echo "bench: driver failed ($mode $shape $d)" >&2; exit 1; }
       done
       samples=$(field samples <"$TMP/runs" | awk '{s += $1} END {print s}')
       atd=$(field at_depth <"$TMP/runs" | awk '{s += $1} END {print s}')
       lost=$(sed 's/.*lost_no_vm=\([0-9]*\) lost_fault=\([0-9]*\) lost_bad=\([0-9]*\) lost_trunc=\([0-9]*\) lost_full=\([0-9]*\).*/\1 \2 \3 \4 \5/' \
         "$TMP/runs" | awk '{s += $1 + $2 + $3 + $4 + $5} END {print s}')
+      frees=$(field frees <"$TMP/runs" | awk -v n="$RUNS" -v t="$((SECS + WARM))" '{s += $1} END {printf "%.0f", s / (n * t)}')
       read -r med lo hi < <(field ns_per_run <"$TMP/runs" | stats)
+      # The walk counters per sample walked, over all runs.
+      ws=$(awk '{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] += kv[2]}}
+        END {n = v["ws_samples"] ? v["ws_samples"] : 1; f = v["ws_frames"] ? v["ws_frames"] : 1
+          printf "%.0f %.1f %.2f %.2f %.1f %.2f %.0f", 100 * v["ws_hits"] / f, v["ws_looks"] / n, v["ws_pgreads"] / n, v["ws_stale"] / n,
+            v["ws_reads"] / n, v["ws_rbytes"] / n / 1024, 100 * v["ws_newstack"] / n}' "$TMP/runs")
+      times=
+      if [ "${TIMES:-0}" = 1 ]; then
+        : >"$TMP/truns"
+        for _ in $(seq "$RUNS"); do
+          "$TMP/sampler_cost" -F "$FREQ" -e "$d" -t -w "$((WARM * 1000))" "$LUAJIT" "$WL" "$d" "$((SECS + WARM))" "$mode" "$shape" 2>/dev/null |
+            grep -E '^ws_samples=' >>"$TMP/truns" || { echo "bench: timed driver failed" >&2; exit 1; }
+        done
+        # Per timed sample, median of the runs: the walk, the store.
+        per() { awk -v k="$1" '{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}
+          print v[k] / (v["ws_timed"] ? v["ws_timed"] : 1)}' "$TMP/truns" | stats | cut -d' ' -f1; }
+        times="$(per ws_walk_ns) $(per ws_store_ns)"
+      fi
       "$NUPP" -v record -F "$FREQ" -o "$TMP/p.json" -- "$LUAJIT" "$WL" "$d" "$SECS" "$mode" "$shape" \
         >/dev/null 2>"$TMP/cli" || true
       cli=$(sed -n 's/^nupp-bpf: bpf sampler [0-9]* runs, \([0-9]*\) ns\/run.*/\1/p' "$TMP/cli")
-      printf '%-6s %-8s %5d %8d %8.1f%% %6d %12d %13s %11s' "$mode" "$shape" "$d" "$samples" \
-        "$(awk -v a="$atd" -v s="$samples" 'BEGIN {print s ? 100 * a / s : 0}')" "$lost" "$med" "($lo-$hi)" "${cli:-?}"
+      printf '%-6s %-8s %5d %8d %8.1f%% %6d %8d %12d %13s %11s' "$mode" "$shape" "$d" "$samples" \
+        "$(awk -v a="$atd" -v s="$samples" 'BEGIN {print s ? 100 * a / s : 0}')" "$lost" "$frees" "$med" "($lo-$hi)" \
+        "${cli:-?}"
+      # shellcheck disable=SC2086
+      printf ' %4s %5s %5s %5s %5s %5s %4s' $ws
+      [ -n "$times" ] && printf ' %7s %8s' $times
       if [ -n "$BASE" ]; then
         # Median of the per-run ratios (each run: both programs on the same samples' time).
         ratio=$(awk '{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}
@@ -98,3 +142,7 @@ for mode in interp jit; do
     done
   done
 done
+if [ "${FLOOR:-0}" = 1 ]; then
+  echo
+  "$SRC/tests/bench/bench_floor.sh" "$BUILD" 3 "$SECS" alone "${DEPTHS##* }" | grep -E '^(floor|no frame cache|random entries)'
+fi

@@ -72,6 +72,26 @@ struct {
 	__type(value, struct floor_fc_entry);
 } fcache SEC(".maps");
 
+/* The same, of the sampler's frame cache size (16384 entries, 1 MB per CPU), looked up
+ * at random entries: a walk through functions met in no particular order. */
+#define FLOOR_FC_BIG 16384
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, FLOOR_FC_BIG);
+	__type(key, __u32);
+	__type(value, struct floor_fc_entry);
+} fcache_big SEC(".maps");
+
+/* The same entries in a plain ARRAY (one block of memory, a CPU's region of it): a
+ * lookup is one address computation, not a per-CPU pointer read first. */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FLOOR_FC_BIG);
+	__type(key, __u32);
+	__type(value, struct floor_fc_entry);
+} fcache_flat SEC(".maps");
+
 /* -- Stacked steps: each variant is the previous one plus one step ----------------- */
 
 /* User registers of the sample, as the sampler takes them. */
@@ -293,6 +313,50 @@ SEC("perf_event")
 int floor_lk32(struct bpf_perf_event_data *ctx)
 {
 	floor_lookups(32);
+	return 0;
+}
+
+/* Variant 10: n lookups of random entries of a frame-cache-sized table (fcache_big or
+ * fcache_flat). */
+static __always_inline void floor_rlookups(void *map, __u32 n)
+{
+	struct floor_fc_entry *e;
+	__u32 i, k;
+
+#pragma clang loop unroll(disable)
+	for (i = 0; i < n; i++) {
+		k = bpf_get_prandom_u32() & (FLOOR_FC_BIG - 1);
+		e = bpf_map_lookup_elem(map, &k);
+		if (e)
+			sink += e->w[0];
+	}
+}
+
+/* Variant 10, N = 32 random entries of 16384 of a PERCPU_ARRAY. */
+SEC("perf_event")
+int floor_lkr32(struct bpf_perf_event_data *ctx)
+{
+	floor_rlookups(&fcache_big, 32);
+	return 0;
+}
+
+/* Variant 10, N = 32 random entries of 16384 of a plain ARRAY. */
+SEC("perf_event")
+int floor_lka32(struct bpf_perf_event_data *ctx)
+{
+	floor_rlookups(&fcache_flat, 32);
+	return 0;
+}
+
+/* Variant 10, N = 32, the prandom calls alone (no lookup): what lkr32 adds to them. */
+SEC("perf_event")
+int floor_rnd32(struct bpf_perf_event_data *ctx)
+{
+	__u32 i;
+
+#pragma clang loop unroll(disable)
+	for (i = 0; i < 32; i++)
+		sink += bpf_get_prandom_u32() & (FLOOR_FC_BIG - 1);
 	return 0;
 }
 

@@ -23,7 +23,8 @@ static const char *const floor_progs[][2] = {
 	{ "floor_regs", "regs" },     { "floor_rd16", "read16" }, { "floor_win", "read512" },
 	{ "floor_cnt", "count" },     { "floor_rd8x1", "rd8x1" }, { "floor_rd8x8", "rd8x8" },
 	{ "floor_rd8x32", "rd8x32" }, { "floor_lk1", "lk1" },	  { "floor_lk8", "lk8" },
-	{ "floor_lk32", "lk32" },     { "floor_ktime", "ktime" },
+	{ "floor_lk32", "lk32" },     { "floor_ktime", "ktime" }, { "floor_lkr32", "lkr32" },
+	{ "floor_lka32", "lka32" },   { "floor_rnd32", "rnd32" },
 };
 
 #define FLOOR_NPROG (int)(sizeof(floor_progs) / sizeof(floor_progs[0]))

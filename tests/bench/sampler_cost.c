@@ -46,6 +46,36 @@ static __u64 cost_percpu_sum(int fd, __u32 key, int ncpu)
 	return sum;
 }
 
+/* run_cnt and run_time_ns of program prog so far (0 when unknown). */
+static void cost_prog_stats(const struct bpf_program *prog, __u64 *cnt, __u64 *ns)
+{
+	struct bpf_prog_info info;
+	__u32 len = sizeof(info);
+
+	memset(&info, 0, sizeof(info));
+	*cnt = *ns = 0;
+	if (!bpf_obj_get_info_by_fd(bpf_program__fd(prog), &info, &len)) {
+		*cnt = info.run_cnt;
+		*ns = info.run_time_ns;
+	}
+}
+
+/* The sampler's walk counters so far, summed over CPUs, into sum[NUPP_SMP_WS_N]. */
+static void cost_wstat(struct sampler_bpf *skel, int ncpu, __u64 *sum)
+{
+	struct {
+		__u64 v[NUPP_SMP_WS_N];
+	} *ws = calloc((size_t)ncpu, sizeof(*ws));
+	int i, j;
+
+	memset(sum, 0, NUPP_SMP_WS_N * sizeof(*sum));
+	if (ws && !bpf_map_lookup_elem(bpf_map__fd(skel->maps.wstat), &(__u32){ 0 }, ws))
+		for (i = 0; i < ncpu; i++)
+			for (j = 0; j < NUPP_SMP_WS_N; j++)
+				sum[j] += ws[i].v[j];
+	free(ws);
+}
+
 /* The lifetime probes the sampler's caches rely on, attached before vm_open as
  * nupp_sampler_watch does: prototype frees and trace array changes. */
 #define COST_PROBES 4
@@ -77,9 +107,13 @@ static void cost_detach_probes(struct bpf_link **l)
 		bpf_link__destroy(l[i]);
 }
 
-/* usage: sampler_cost [-F HZ] [-e DEPTH] CMD [ARGS...]; prints one "key=value ..." line
+/* usage: sampler_cost [-F HZ] [-e DEPTH] [-t] [-w MS] CMD [ARGS...]; prints "key=value ..." lines
  * on stdout: samples stacked, lost (by reason), samples whose stack has DEPTH frames,
- * and run_time_ns / run_cnt of the sampling program over the target's samples only. */
+ * prototypes the target freed (luajit:proto_free), and run_time_ns / run_cnt of the
+ * sampling program over the target's samples only; then the walk counters (ws_*, enum
+ * nupp_smp_wstat), with -t also the time in the walk and in the store (the sampler then
+ * reads the clock three times a sample). With -w, the costs and counters are those from MS
+ * milliseconds after the target started (its caches warm) to its end. */
 int main(int argc, char **argv)
 {
 	static struct nupp_smp_count_key keys[COST_MAX_KEYS];
@@ -99,7 +133,12 @@ int main(int argc, char **argv)
 	struct bpf_prog_info info;
 	__u32 info_len = sizeof(info), tgid;
 	__u64 samples = 0, at_depth = 0, lost[NUPP_SMP_LOST_N] = { 0 }, depth_hist[NUPP_SMP_MAX_DEPTH + 1] = { 0 };
-	int hz = 1000, want = 0, gate[2], st_fd, pfd = -1, stats_fd, ncpu, i, n = 0, have = 0, wst = 0, rc = 1;
+	static const char *const ws_name[NUPP_SMP_WS_N] = {
+		"samples", "walks", "frames", "hits", "fills", "looks", "stale", "pgreads", "reads",
+		"rbytes", "rwin", "rcode", "rfn", "newstack", "newcount", "walk_ns", "store_ns", "timed",
+	};
+	__u64 wsum[NUPP_SMP_WS_N] = { 0 }, wsum0[NUPP_SMP_WS_N] = { 0 }, cnt0 = 0, ns0 = 0, bcnt0 = 0, bns0 = 0;
+	int hz = 1000, want = 0, timed = 0, warm_ms = 0, gate[2], st_fd, pfd = -1, stats_fd, ncpu, i, n = 0, have = 0, wst = 0, rc = 1;
 	char bin[512], c;
 	pid_t pid;
 
@@ -108,13 +147,20 @@ int main(int argc, char **argv)
 			hz = atoi(argv[2]);
 		else if (!strcmp(argv[1], "-e"))
 			want = atoi(argv[2]);
-		else
+		else if (!strcmp(argv[1], "-w"))
+			warm_ms = atoi(argv[2]);
+		else if (!strcmp(argv[1], "-t")) {
+			timed = 1; /* no argument */
+			argv += 1;
+			argc -= 1;
+			continue;
+		} else
 			break;
 		argv += 2;
 		argc -= 2;
 	}
 	if (argc < 2 || !st) {
-		fprintf(stderr, "usage: %s [-F HZ] [-e DEPTH] CMD [ARGS...]\n", argv[0]);
+		fprintf(stderr, "usage: %s [-F HZ] [-e DEPTH] [-t] [-w MS] CMD [ARGS...]\n", argv[0]);
 		return 2;
 	}
 	if (nupp_vm_binary_for_exe(argv[1], bin, sizeof(bin))) {
@@ -141,8 +187,14 @@ int main(int argc, char **argv)
 	skel = sampler_bpf__open();
 	/* As user/sampler.c sizes them: stacks of the default depth (and the frame that names
 	 * the outermost). */
-	if (skel)
+	if (skel) {
 		skel->rodata->max_depth = NUPP_SMP_DEFAULT_DEPTH + 1;
+		skel->rodata->time_stats = (__u32)timed;
+		/* A frame cache for every CPU, as user/sampler.c sizes it. */
+		ncpu = libbpf_num_possible_cpus();
+		skel->rodata->fc_ncpu = (__u32)(ncpu < NUPP_SMP_MAX_CPUS ? ncpu : NUPP_SMP_MAX_CPUS);
+		bpf_map__set_max_entries(skel->maps.fcache, skel->rodata->fc_ncpu * NUPP_SMP_FC_ENTRIES);
+	}
 	if (skel && (bpf_map__set_value_size(skel->maps.stacks, NUPP_SMP_STACK_SIZE(NUPP_SMP_DEFAULT_DEPTH + 1)) ||
 		     sampler_bpf__load(skel))) {
 		sampler_bpf__destroy(skel);
@@ -164,7 +216,16 @@ int main(int argc, char **argv)
 		goto out;
 	}
 #ifdef COST_BASE
-	bskel = base_bpf__open_and_load();
+	/* Sized as the sampler above (a base stores stacks of the same size). */
+	bskel = base_bpf__open();
+	if (bskel) {
+		bskel->rodata->max_depth = NUPP_SMP_DEFAULT_DEPTH + 1;
+		if (bpf_map__set_value_size(bskel->maps.stacks, NUPP_SMP_STACK_SIZE(NUPP_SMP_DEFAULT_DEPTH + 1)) ||
+		    base_bpf__load(bskel)) {
+			base_bpf__destroy(bskel);
+			bskel = NULL;
+		}
+	}
 	if (!bskel || bpf_map_update_elem(bpf_map__fd(bskel->maps.procs), &tgid, &proc, BPF_ANY)) {
 		fprintf(stderr, "Error: cannot load the base sampler: %s\n", strerror(errno));
 		goto out;
@@ -213,9 +274,27 @@ int main(int argc, char **argv)
 		goto out;
 	}
 #endif
+	/* -w: the costs and counters from MS ms after the start on (the caches warm). */
+	ncpu = libbpf_num_possible_cpus();
+	if (warm_ms > 0) {
+		cost_sleep_ms(warm_ms);
+		if (waitpid(pid, &wst, WNOHANG) == pid) {
+			fprintf(stderr, "Error: the target exited within the warm-up (-w %d)\n", warm_ms);
+			pid = 0;
+			goto out;
+		}
+		cost_prog_stats(skel->progs.nupp_sample, &cnt0, &ns0);
+		cost_wstat(skel, ncpu, wsum0);
+#ifdef COST_BASE
+		cost_prog_stats(bskel->progs.nupp_sample, &bcnt0, &bns0);
+#endif
+	}
 	while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
 		;
 	pid = 0;
+	/* Prototypes freed (luajit:proto_free), as the sampler counts them. */
+	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.procs), &tgid, &proc))
+		proc.pfrees = 0;
 	memset(&info, 0, sizeof(info));
 	if (bpf_obj_get_info_by_fd(bpf_program__fd(skel->progs.nupp_sample), &info, &info_len))
 		goto out;
@@ -245,19 +324,26 @@ int main(int argc, char **argv)
 		lost[i] = cost_percpu_sum(bpf_map__fd(skel->maps.lost), (__u32)i, ncpu);
 	if (want >= 0 && want <= NUPP_SMP_MAX_DEPTH)
 		at_depth = depth_hist[want];
+	/* The walk counters, summed over CPUs (after the warm-up). */
+	cost_wstat(skel, ncpu, wsum);
+	for (i = 0; i < NUPP_SMP_WS_N; i++)
+		printf("%sws_%s=%llu", i ? " " : "", ws_name[i], (unsigned long long)(wsum[i] - wsum0[i]));
+	printf("\n");
 	printf("samples=%llu stacks=%d at_depth=%llu lost_no_vm=%llu lost_fault=%llu lost_bad=%llu lost_trunc=%llu "
-	       "lost_full=%llu run_cnt=%llu run_time_ns=%llu ns_per_run=%.0f\n",
+	       "lost_full=%llu frees=%llu run_cnt=%llu run_time_ns=%llu ns_per_run=%.0f\n",
 	       (unsigned long long)samples, n, (unsigned long long)at_depth, (unsigned long long)lost[0],
 	       (unsigned long long)lost[1], (unsigned long long)lost[2], (unsigned long long)lost[3],
-	       (unsigned long long)lost[4], (unsigned long long)info.run_cnt, (unsigned long long)info.run_time_ns,
-	       info.run_cnt ? (double)info.run_time_ns / info.run_cnt : 0.0);
+	       (unsigned long long)lost[4], (unsigned long long)proc.pfrees, (unsigned long long)(info.run_cnt - cnt0),
+	       (unsigned long long)(info.run_time_ns - ns0),
+	       info.run_cnt > cnt0 ? (double)(info.run_time_ns - ns0) / (double)(info.run_cnt - cnt0) : 0.0);
 #ifdef COST_BASE
 	memset(&binfo, 0, sizeof(binfo));
 	info_len = sizeof(binfo);
 	if (bpf_obj_get_info_by_fd(bpf_program__fd(bskel->progs.nupp_sample), &binfo, &info_len))
 		goto out;
-	printf("base_run_cnt=%llu base_run_time_ns=%llu base_ns_per_run=%.0f\n", (unsigned long long)binfo.run_cnt,
-	       (unsigned long long)binfo.run_time_ns, binfo.run_cnt ? (double)binfo.run_time_ns / binfo.run_cnt : 0.0);
+	printf("base_run_cnt=%llu base_run_time_ns=%llu base_ns_per_run=%.0f\n", (unsigned long long)(binfo.run_cnt - bcnt0),
+	       (unsigned long long)(binfo.run_time_ns - bns0),
+	       binfo.run_cnt > bcnt0 ? (double)(binfo.run_time_ns - bns0) / (double)(binfo.run_cnt - bcnt0) : 0.0);
 #endif
 	for (i = 0; i <= NUPP_SMP_MAX_DEPTH; i++)
 		if (depth_hist[i] && i != want)

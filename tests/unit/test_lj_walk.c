@@ -213,6 +213,24 @@ static __u64 chain3(__u64 *fmain, __u64 *ff, __u64 leaf, __u64 *b0, __u64 *b1)
 	return callee(*b1);
 }
 
+/* The VM runs trace 3 (0x200 bytes of machine code at mcode, in J->trace of 8), entered
+ * with jit_base = base; returns its GCtrace, the trace array in *arr. */
+static __u64 on_trace3(__u64 base, __u64 mcode, __u64 *arr)
+{
+	__u64 J = g + (__s64)lo->gg_g2j, T;
+
+	*arr = alloc_obj(8 * 8);
+	T = alloc_obj(lo->T_size);
+	put64(J + lo->J_trace, *arr);
+	put32(J + lo->J_sizetrace, 8);
+	put64(*arr + 8 * 3, T);
+	put64(T + lo->T_mcode, mcode);
+	put32(T + lo->T_szmcode, 0x200);
+	put64(g + lo->g_jit_base, base);
+	put32(g + lo->g_vmstate, 3);
+	return T;
+}
+
 START_TEST(walk_registers_three_lua_frames)
 {
 	__u64 fm, ff, b0, b1, pt, leaf, b2;
@@ -393,7 +411,8 @@ START_TEST(walk_vararg_pseudo_frame_of_a_cached_frame_is_not_read)
 		hash = w.hash;
 		saved = w.st;
 		/* filled, then hit: vf, f and main from the cache; the pseudo-frame holds vf,
-		 * which the cache hit above it stands for, so only its link's CALL is read */
+		 * which the cache hit above it stands for, and its link's CALL is held by
+		 * f's entry (f's PC is that link): nothing of them is read */
 		w.fc_tag = (400ull << 22) | 9;
 		for (pass = 0; pass < 2; pass++) {
 			reads = 0;
@@ -402,7 +421,7 @@ START_TEST(walk_vararg_pseudo_frame_of_a_cached_frame_is_not_read)
 			ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
 		}
 		ck_assert_uint_eq(w.fc_hits, 3);
-		ck_assert_int_eq(reads, 3); /* VM state, stack window, the call site */
+		ck_assert_int_eq(reads, 2); /* VM state, stack window */
 
 		/* a pseudo-frame holding something else is read and refused, cache or not */
 		put64(b2 - 16, ((__u64)lo->itype_func << lo->itype_shift) | new_str("not a function"));
@@ -455,22 +474,13 @@ END_TEST
 
 START_TEST(walk_trace_start_frame_and_mcode_offset)
 {
-	__u64 fm, ff, b0, b1, b2, leaf, J = 0, arr, T, mcode;
+	__u64 fm, ff, b0, b1, b2, leaf, arr, T, mcode;
 
 	setup();
 	mcode = A(0xc0000);
 	leaf = new_lua_fn(30, 20, NULL);
 	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
-	J = g + (__s64)lo->gg_g2j;
-	arr = alloc_obj(8 * 8);
-	T = alloc_obj(lo->T_size);
-	put64(J + lo->J_trace, arr);
-	put32(J + lo->J_sizetrace, 8);
-	put64(arr + 8 * 3, T);
-	put64(T + lo->T_mcode, mcode);
-	put32(T + lo->T_szmcode, 0x200);
-	put64(g + lo->g_jit_base, b2);
-	put32(g + lo->g_vmstate, 3);
+	T = on_trace3(b2, mcode, &arr);
 	{
 		struct nupp_walk_regs r = { .ip = mcode + 0x42, .rbx = 0x99, .rdx = 0x98, .r14 = 0 };
 
@@ -533,23 +543,14 @@ END_TEST
 
 START_TEST(walk_trace_caches_give_the_same_stack_with_fewer_reads)
 {
-	__u64 fm, ff, b0, b1, b2, leaf, pt_leaf, pt2, J, arr, T, T2, mcode, hash;
+	__u64 fm, ff, b0, b1, b2, leaf, pt_leaf, pt2, arr, T2, mcode, hash;
 	int pass;
 
 	setup();
 	mcode = A(0xc0000);
 	leaf = new_lua_fn(30, 20, &pt_leaf);
 	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
-	J = g + (__s64)lo->gg_g2j;
-	arr = alloc_obj(8 * 8);
-	T = alloc_obj(lo->T_size);
-	put64(J + lo->J_trace, arr);
-	put32(J + lo->J_sizetrace, 8);
-	put64(arr + 8 * 3, T);
-	put64(T + lo->T_mcode, mcode);
-	put32(T + lo->T_szmcode, 0x200);
-	put64(g + lo->g_jit_base, b2);
-	put32(g + lo->g_vmstate, 3);
+	on_trace3(b2, mcode, &arr);
 	{
 		struct nupp_walk_regs r = { .ip = mcode + 0x42, .rbx = 0x99, .rdx = 0x98, .r14 = 0 };
 
@@ -593,6 +594,50 @@ START_TEST(walk_trace_caches_give_the_same_stack_with_fewer_reads)
 		ck_assert_int_eq(w.st.frames[0].pos, -1);
 		ck_assert_mem_eq(&w.st.frames[1], &saved.frames[1], 2 * sizeof(saved.frames[1]));
 		ck_assert_uint_ne(pt2, pt_leaf);
+	}
+	w.fc_tag = w.tc_tag = 0;
+}
+END_TEST
+
+START_TEST(walk_trace_start_entry_is_not_the_leaf_at_its_first_instruction)
+{
+	__u64 fm, ff, b0, b1, b2, leaf, pt, arr, mcode, bc;
+
+	setup();
+	mcode = A(0xc0000);
+	leaf = new_lua_fn(30, 20, &pt);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	bc = pt + lo->pt_size;
+	on_trace3(b2, mcode, &arr);
+	w.fc_tag = (700ull << 22) | 5;
+	w.tc_tag = (701ull << 22) | 5;
+	{
+		struct nupp_walk_regs r = { .ip = mcode + 0x42, .rbx = 0x99, .rdx = 0x98, .r14 = 0 };
+
+		/* leaf is a trace's start frame: its entry (no PC) is filled, then hit */
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.fc_hits, 3);
+		ck_assert_int_eq(w.st.frames[0].pos, -1);
+	}
+	/* Then in the interpreter, right after ins_call loaded leaf's PC (rbx = its
+	 * bytecode, registers mode): at its first instruction, pos 0, cached or not. */
+	put64(g + lo->g_jit_base, 0);
+	put32(g + lo->g_vmstate, (__u32)lo->vmst_interp);
+	{
+		struct nupp_walk_regs r = regs_interp(b2, bc);
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_int_eq(w.mode, NUPP_WALK_REGS);
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_uint_eq(w.st.frames[0].ptr, pt);
+		ck_assert_int_eq(w.st.frames[0].pos, 0);
+		ck_assert_int_eq(w.st.frames[1].pos, 7);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_int_eq(w.st.frames[0].pos, 0);
+		w.fc_tag = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_int_eq(w.st.frames[0].pos, 0);
 	}
 	w.fc_tag = w.tc_tag = 0;
 }
@@ -1028,23 +1073,51 @@ static __u64 distinct_chain(__u32 n, __u32 c, __u64 fns[], __u64 pts[], __u64 le
 	return base;
 }
 
-/* The hits a direct-mapped cache of NUPP_WALK_FC slots should give on a walk of the
- * chain's keys (leaf first, main last) after a walk that filled them: a model of the
- * cache, for slot collisions (a miss refills its slot, which may evict a later key). */
+/* Free generation slots bumped by free_proto since the last walk that filled the cache. */
+static int freed_slot[NUPP_WALK_PGEN];
+
+/* A prototype freed, as luajit:proto_free counts it in the sampler: one more on the free
+ * generation of the block of its GCproto. */
+static void free_proto(__u64 pt)
+{
+	w.pgen[nupp_walk_pgen_slot(pt)]++;
+	w.fc_pg++; /* the process's count of frees */
+	freed_slot[nupp_walk_pgen_slot(pt)] = 1;
+}
+
+/* The GCproto of Lua function fn (in fake memory). */
+static __u64 proto_of(__u64 fn)
+{
+	__u64 bc;
+
+	memcpy(&bc, (void *)(uintptr_t)(fn + lo->fn_pc), 8);
+	return bc - lo->pt_size;
+}
+
+/* The hits a 2-way cache of NUPP_WALK_FC entries should give on a walk of the chain's
+ * keys (leaf first, main last) after a walk that filled them: a model of the cache, for
+ * set collisions (a miss fills way 0 and moves its key to way 1, which may evict a later
+ * key) and for the prototypes freed since (free_proto: a key whose GCproto lies in a block
+ * counted is a miss, refilled in place). Forgets the frees. */
 static __u32 hits_expected(void)
 {
-	static int slot_key[NUPP_WALK_FC];
-	__u32 i, hits = 0, pass, sl;
+	static int way_key[NUPP_WALK_FC];
+	__u32 i, hits = 0, pass, set;
 
 	for (i = 0; i < NUPP_WALK_FC; i++)
-		slot_key[i] = -1;
+		way_key[i] = -1;
 	for (pass = 0; pass < 2; pass++)
 		for (i = nkeys; i-- > 0;) {
-			sl = nupp_walk_fc_slot(key_fn[i], key_pc[i], key_link[i]);
-			if (slot_key[sl] == (int)i)
-				hits += pass;
-			slot_key[sl] = (int)i;
+			set = nupp_walk_fc_set(key_pc[i]);
+			if (way_key[set] == (int)i || way_key[set + 1] == (int)i) {
+				if (!freed_slot[nupp_walk_pgen_slot(proto_of(key_fn[i]))])
+					hits += pass;
+				continue;
+			}
+			way_key[set + 1] = way_key[set];
+			way_key[set] = (int)i;
 		}
+	memset(freed_slot, 0, sizeof(freed_slot));
 	return hits;
 }
 
@@ -1094,7 +1167,7 @@ START_TEST(walk_frame_cache_gives_the_same_stacks_with_fewer_reads)
 		ck_assert_int_lt(2 * reads, reads_off);
 		ck_assert_int_gt(reads_off, 40);
 
-		/* another tag (a prototype was freed, or another process): nothing is hit */
+		/* another tag (a VM opened or closed, or another process): nothing is hit */
 		w.fc_tag = (8ull << 22) | 1234;
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 		ck_assert_uint_eq(w.fc_hits, 0);
@@ -1115,6 +1188,7 @@ END_TEST
 START_TEST(walk_frame_cache_follows_prototypes_freed_and_frames_changed)
 {
 	__u64 fns[8], pts[8], pt_leaf, leaf, b, pt_new, chunk2;
+	__u32 hits;
 
 	setup();
 	leaf = new_lua_fn(30, 20, &pt_leaf);
@@ -1128,24 +1202,53 @@ START_TEST(walk_frame_cache_follows_prototypes_freed_and_frames_changed)
 		ck_assert_uint_eq(w.fc_hits, hits_expected()); /* leaf, f[0..7], main */
 
 		/* f[3]'s prototype is freed and its memory holds another prototype (another
-		 * chunk, first line, size) run by the same closure: luajit:proto_free bumped
-		 * the epoch, so the tag differs and the new facts are read */
+		 * chunk, first line, size) run by the same closure: luajit:proto_free counted
+		 * the blocks of its allocation, so f[3]'s entry (its PC lies there) is a miss
+		 * and the new facts are read (and the CALL before f[4]'s link, which f[3]'s
+		 * entry held); the frames elsewhere are still hit */
 		pt_new = pts[3];
+		free_proto(pt_new);
 		chunk2 = new_str("@other.lua");
 		put64(pt_new + lo->pt_chunkname, chunk2);
 		put32(pt_new + lo->pt_firstline, 900);
 		put32(pt_new + lo->pt_sizebc, 33);
-		w.fc_tag = (101ull << 22) | 1;
+		hits = hits_expected();
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
-		ck_assert_uint_eq(w.fc_hits, 0);
+		ck_assert_uint_eq(w.fc_hits, hits);
+		ck_assert_uint_le(w.fc_hits, 10 - 1);
+		ck_assert_uint_ge(w.fc_hits, 4);
+		ck_assert_uint_eq(w.fc_fills, 10 - w.fc_hits);
 		ck_assert_uint_eq(w.st.frames[5].ptr, pt_new);
 		ck_assert_uint_eq(w.st.frames[5].chunkname, chunk2);
 		ck_assert_int_eq(w.st.frames[5].firstline, 900);
 		ck_assert_uint_eq(w.st.frames[5].sizebc, 33);
+		ck_assert_uint_ge(w.fc_stale, 1); /* per lookup of its entry */
+
+		/* the entries filled before the free were checked against their generation,
+		 * and took the count of frees they were checked at: the next walk reads none */
+		ck_assert_uint_ge(w.fc_pgreads, w.fc_hits);
+		hits = hits_expected();
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.fc_hits, hits);
+		ck_assert_uint_eq(w.fc_pgreads, 0);
+		ck_assert_uint_eq(w.fc_stale, 0);
+		ck_assert_uint_eq(w.st.frames[5].firstline, 900);
+
+		/* ... and one of them (f[6]'s, checked and brought forward) whose prototype is
+		 * freed next is refused all the same: the new facts are read */
+		free_proto(pts[6]);
+		put32(pts[6] + lo->pt_firstline, 901);
+		hits = hits_expected();
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.fc_hits, hits);
+		ck_assert_uint_ge(w.fc_stale, 1); /* per lookup of its entry */
+		ck_assert_uint_eq(w.st.frames[2].ptr, pts[6]);
+		ck_assert_int_eq(w.st.frames[2].firstline, 901);
+		ck_assert_int_eq(w.st.frames[5].firstline, 900);
 
 		/* a frame header changed between samples (f[5] now called from C by
-		 * lua_call): the key (function, PC, link) differs, so the frame is read and the
-		 * walk follows the new link; the frames above and below are still hit */
+		 * lua_call): its entry (function, PC) still names it, and the walk follows the
+		 * new link, read from the stack; the frames above and below are still hit */
 		put64(b - 3 * 40 - 8, 0x28 | lo->frame_c); /* f[5]'s link: its base is b - 120 */
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 		ck_assert_uint_eq(w.st.depth, 10);
@@ -1156,8 +1259,8 @@ START_TEST(walk_frame_cache_follows_prototypes_freed_and_frames_changed)
 		ck_assert_int_eq(w.st.frames[4].pos, -1); /* the C caller: no position */
 		ck_assert_uint_eq(w.st.frames[5].ptr, pts[3]);
 		ck_assert_int_eq(w.st.frames[5].firstline, 900);
-		ck_assert_uint_eq(w.fc_hits, 8);  /* leaf, f[7], f[6], f[3..0], main */
-		ck_assert_uint_eq(w.fc_fills, 1); /* f[5] under its new link; f[4] has no PC */
+		ck_assert_uint_eq(w.fc_hits, 9);  /* leaf, f[7], f[6], f[5], f[3..0], main */
+		ck_assert_uint_eq(w.fc_fills, 0); /* f[4] has no PC (called from C) */
 	}
 	w.fc_tag = 0;
 }
@@ -1212,6 +1315,7 @@ int main(void)
 	tcase_add_test(tc, walk_continuation_and_pcall_frames);
 	tcase_add_test(tc, walk_trace_start_frame_and_mcode_offset);
 	tcase_add_test(tc, walk_trace_caches_give_the_same_stack_with_fewer_reads);
+	tcase_add_test(tc, walk_trace_start_entry_is_not_the_leaf_at_its_first_instruction);
 	tcase_add_test(tc, walk_coroutine_chains_to_resumer);
 	tcase_add_test(tc, walk_cycle_and_bad_pointer_end_bounded);
 	tcase_add_test(tc, walk_deep_stack_keeps_its_leaf_most_frames);
