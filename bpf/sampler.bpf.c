@@ -656,6 +656,74 @@ int BPF_USDT(nupp_smp_vm_close, __u64 g)
 	return 0;
 }
 
+/* Userspace's change to a process's entry (struct nupp_smp_proc_set), made in place
+ * with the same atomic slot reservation as vm_open: the counters the probes add to are
+ * never written. Returns 0, or -ENOENT when the process has no entry, -ENOSPC when a VM
+ * found no slot, -ESRCH when the zone's VM is not known. */
+#ifndef ENOENT
+#define ENOENT 2 /* errno values (vmlinux.h has none) */
+#define ESRCH 3
+#define ENOSPC 28
+#endif
+
+SEC("syscall")
+int nupp_smp_proc_set(struct nupp_smp_proc_set *a)
+{
+	struct nupp_smp_proc *p;
+	__u32 tgid = a->tgid, nvm = a->nvm, i, j, n;
+	int ret = 0;
+
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	if (!p)
+		return -ENOENT;
+	if (a->set_layout && !p->layout_ok) {
+		__builtin_memcpy(&p->lo, &a->lo, sizeof(p->lo));
+		p->layout_ok = 1;
+	}
+	/* Unrolled: the context takes constant offsets only. */
+#pragma unroll
+	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
+		__u64 g = a->g[i];
+		__u8 fc = a->fc_ok[i];
+
+		if (i >= nvm)
+			break;
+		n = p->nvm;
+		for (j = 0; j < NUPP_SMP_MAX_VMS; j++) {
+			if (j >= n || p->g[j] == g)
+				break;
+		}
+		if (j >= n || j >= NUPP_SMP_MAX_VMS) {
+			j = __sync_fetch_and_add(&p->nvm, 1);
+			if (j >= NUPP_SMP_MAX_VMS) {
+				__sync_fetch_and_add(&p->nvm, -1);
+				ret = -ENOSPC;
+				continue;
+			}
+			if (fc)
+				p->fc_ok[j & (NUPP_SMP_MAX_VMS - 1)] = 1;
+			p->g[j & (NUPP_SMP_MAX_VMS - 1)] = g;
+		} else if (fc) {
+			p->fc_ok[j & (NUPP_SMP_MAX_VMS - 1)] = 1;
+		}
+	}
+	if (a->set_zone) {
+		__u64 zg = a->zone_g, za = a->zone_addr;
+
+		n = p->nvm;
+		for (j = 0; j < NUPP_SMP_MAX_VMS; j++) {
+			if (j >= n)
+				break;
+			if (p->g[j] == zg) {
+				p->zone_addr[j] = za;
+				return ret;
+			}
+		}
+		ret = -ESRCH;
+	}
+	return ret;
+}
+
 /* Prototype events do not wake the reader (a wake-up per event would cost the target
  * more than the event), which reads them every 50 ms, unless 1 MB waits unread. */
 static __always_inline __u64 smp_proto_wakeup(void)

@@ -423,14 +423,28 @@ int nupp_sampler_watch(struct nupp_sampler *s, const char *binary, pid_t pid)
 	return smp_attach_probes(s, binary, pid > 0 ? pid : -1);
 }
 
+/* Makes the change a to a process's entry in the kernel (nupp_smp_proc_set); 0 or
+ * -errno (the program's own: -ENOENT, -ENOSPC, -ESRCH). */
+static int smp_proc_set(struct nupp_sampler *s, struct nupp_smp_proc_set *a)
+{
+	LIBBPF_OPTS(bpf_test_run_opts, run, .ctx_in = a, .ctx_size_in = sizeof(*a));
+	int e;
+
+	e = bpf_prog_test_run_opts(bpf_program__fd(s->skel->progs.nupp_smp_proc_set), &run);
+	if (e)
+		return -errno;
+	return (int)run.retval;
+}
+
 /* Samples every thread of a running process (VMs found with nupp_vm_find). */
 int nupp_sampler_add_pid(struct nupp_sampler *s, pid_t pid)
 {
 	struct nupp_vm vms[NUPP_SMP_MAX_VMS];
+	struct nupp_smp_proc_set a;
 	struct nupp_smp_proc p;
 	struct smp_target *t;
 	__u32 key = (__u32)pid;
-	int fd = bpf_map__fd(s->skel->maps.procs), n, i, j, e;
+	int fd = bpf_map__fd(s->skel->maps.procs), n, i, e;
 
 	if (pid <= 0)
 		return nupp_fail(-EINVAL, "invalid PID %d", (int)pid);
@@ -459,26 +473,24 @@ int nupp_sampler_add_pid(struct nupp_sampler *s, pid_t pid)
 	e = smp_attach_probes(s, vms[0].path, pid);
 	if (e)
 		return e;
-	if (bpf_map_lookup_elem(fd, &key, &p))
-		memset(&p, 0, sizeof(p));
-	if (!p.layout_ok) {
-		p.lo = vms[0].layout;
-		p.layout_ok = 1;
-	}
-	for (i = 0; i < n; i++) {
-		for (j = 0; j < (int)p.nvm; j++)
-			if (p.g[j] == vms[i].g)
-				break;
-		if (j == (int)p.nvm && p.nvm < NUPP_SMP_MAX_VMS)
-			p.g[p.nvm++] = vms[i].g;
+	memset(&a, 0, sizeof(a));
+	a.tgid = key;
+	a.set_layout = 1;
+	a.lo = vms[0].layout;
+	for (i = 0; i < n && i < NUPP_SMP_MAX_VMS; i++) {
+		a.g[a.nvm] = vms[i].g;
 		/* The frame cache needs this VM's prototype frees watched: its binary's probes. */
-		if (j < NUPP_SMP_MAX_VMS && !e && strcmp(vms[i].path, vms[0].path) == 0)
-			p.fc_ok[j] = 1;
+		a.fc_ok[a.nvm++] = strcmp(vms[i].path, vms[0].path) == 0;
 	}
 	/* Entries cached for an earlier process with this PID die. */
 	__atomic_fetch_add(&s->skel->data->fc_epoch, 1, __ATOMIC_SEQ_CST);
-	if (bpf_map_update_elem(fd, &key, &p, BPF_ANY))
-		return nupp_fail(-errno, "cannot update the VMs of PID %d: %s", (int)pid, strerror(errno));
+	e = smp_proc_set(s, &a);
+	if (e == -ENOSPC)
+		nupp_pr(NUPP_WARN, "PID %d: more than %d VMs, the others are not sampled\n", (int)pid, NUPP_SMP_MAX_VMS);
+	else if (e)
+		return nupp_fail(e, "cannot update the VMs of PID %d: %s", (int)pid, strerror(-e));
+	if (bpf_map_lookup_elem(fd, &key, &p))
+		return nupp_fail(-errno, "PID %d left the sampler: %s", (int)pid, strerror(errno));
 	t->lo = p.lo;
 	t->have_layout = 1;
 	return 0;
@@ -487,21 +499,26 @@ int nupp_sampler_add_pid(struct nupp_sampler *s, pid_t pid)
 /* Sets the address of a VM's current zone id (u32; 0 = no zones). */
 int nupp_sampler_set_zone_addr(struct nupp_sampler *s, pid_t pid, __u64 g, __u64 zone_addr)
 {
+	struct nupp_smp_proc_set a;
 	struct nupp_smp_proc p;
 	__u32 key = (__u32)pid, i;
-	int fd = bpf_map__fd(s->skel->maps.procs);
+	int fd = bpf_map__fd(s->skel->maps.procs), e;
 
 	if (bpf_map_lookup_elem(fd, &key, &p))
 		return nupp_fail(-ENOENT, "PID %d is not sampled", (int)pid);
+	/* Set already (by vm_open): nothing to change. */
 	for (i = 0; i < p.nvm && i < NUPP_SMP_MAX_VMS; i++)
-		if (p.g[i] == g) {
-			/* Set already (by vm_open): no write over what BPF updates meanwhile. */
-			if (p.zone_addr[i] == zone_addr)
-				return 0;
-			p.zone_addr[i] = zone_addr;
-			return bpf_map_update_elem(fd, &key, &p, BPF_EXIST) ? -errno : 0;
-		}
-	return nupp_fail(-ENOENT, "PID %d has no VM %#llx", (int)pid, (unsigned long long)g);
+		if (p.g[i] == g && p.zone_addr[i] == zone_addr)
+			return 0;
+	memset(&a, 0, sizeof(a));
+	a.tgid = key;
+	a.set_zone = 1;
+	a.zone_g = g;
+	a.zone_addr = zone_addr;
+	e = smp_proc_set(s, &a);
+	if (e == -ESRCH || e == -ENOENT)
+		return nupp_fail(-ENOENT, "PID %d has no VM %#llx", (int)pid, (unsigned long long)g);
+	return e;
 }
 
 /* Pauses (true) or resumes (false) recording; the timer keeps firing. */

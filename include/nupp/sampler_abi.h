@@ -152,6 +152,23 @@ struct nupp_smp_proc {
 	struct nupp_lj_layout lo;
 };
 
+/* What userspace changes in a process's entry (nupp_sampler_add_pid, _set_zone_addr),
+ * given to the syscall program nupp_smp_proc_set, which makes the change in place: a
+ * whole entry read and written back could undo what the probes added meanwhile (pgen,
+ * pfrees, nlost, a VM opened), and a generation that goes back could name a frame by
+ * another incarnation of its address. */
+struct nupp_smp_proc_set {
+	__u32 tgid;
+	__u32 nvm;                    /* VMs in g[]: each added unless known */
+	__u64 g[NUPP_SMP_MAX_VMS];
+	__u8 fc_ok[NUPP_SMP_MAX_VMS]; /* 1: set that VM's fc_ok */
+	__u32 set_layout;             /* 1: take lo unless the entry has a layout */
+	__u32 set_zone;               /* 1: the zone slot of VM zone_g is zone_addr */
+	__u64 zone_g;
+	__u64 zone_addr;
+	struct nupp_lj_layout lo;
+};
+
 /* Lifetime events sent to userspace (VM open/close, traces created and freed). */
 enum nupp_smp_event_kind {
 	NUPP_SMP_EV_VM_OPEN = 1,
