@@ -20,6 +20,10 @@ int nupp_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)
 /* Calls fn(arg, i) for every i < n concurrently; returns when all have returned. */
 void nupp_parallel(void (*fn)(void *arg, size_t i), void *arg, size_t n);
 
+/* The USDT cookie of luajit:vm_open in binary (distance from luajit_bpf_layout to
+ * luajit_bpf_vmlist), 0 when it has no zone slots (user/vm.c). */
+__u64 nupp_vm_vmlist_cookie(const char *binary);
+
 /* -- ELF (user/elf.c) -------------------------------------------------------- */
 
 /* Looks up a symbol (dynsym, then symtab) in an ELF file: 0 and value/size, or -errno. */

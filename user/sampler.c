@@ -383,14 +383,10 @@ static int smp_attach_probes(struct nupp_sampler *s, const char *binary, pid_t p
 	};
 	LIBBPF_OPTS(bpf_usdt_opts, vm_open_opts);
 	struct smp_attach *a;
-	__u64 vl = 0, vl_size = 0, lo = 0;
 	int i, e;
 
-	/* vm_open finds a new VM's zone slot from &luajit_bpf_layout: the distance to
-	 * luajit_bpf_vmlist in this object is its cookie (0: no zone slots here). */
-	if (nupp_elf_sym(binary, NUPP_LJ_VMLIST_SYMBOL, &vl, &vl_size) == 0 && vl_size >= sizeof(struct nupp_lj_vmlist) &&
-	    nupp_elf_sym(binary, NUPP_LJ_LAYOUT_SYMBOL, &lo, NULL) == 0)
-		vm_open_opts.usdt_cookie = vl - lo;
+	/* vm_open finds a new VM's zone slot from &luajit_bpf_layout and its cookie. */
+	vm_open_opts.usdt_cookie = nupp_vm_vmlist_cookie(binary);
 	for (i = 0; i < s->nattach; i++)
 		if (strcmp(s->attach[i].binary, binary) == 0 && (s->attach[i].pid == -1 || s->attach[i].pid == pid))
 			return 0;

@@ -237,7 +237,6 @@ int nupp_trace_attach(struct nupp_trace *t, const char *binary, pid_t pid)
 {
 	LIBBPF_OPTS(bpf_usdt_opts, vm_open_opts);
 	size_t before = t->nlinks;
-	__u64 vl = 0, vl_size = 0, lo = 0;
 	char **nw;
 	int e;
 
@@ -263,11 +262,9 @@ int nupp_trace_attach(struct nupp_trace *t, const char *binary, pid_t pid)
 	if (!e)
 		e = trace_attach_one(t, t->skel->progs.trace_blacklist, binary, pid, "trace_blacklist", NULL);
 	/* vm_open tells the programs where the zone ids are (objects without zone slots: not needed). */
-	if (!e && nupp_elf_sym(binary, NUPP_LJ_VMLIST_SYMBOL, &vl, &vl_size) == 0 &&
-	    vl_size >= sizeof(struct nupp_lj_vmlist) && nupp_elf_sym(binary, NUPP_LJ_LAYOUT_SYMBOL, &lo, NULL) == 0) {
-		vm_open_opts.usdt_cookie = vl - lo;
+	vm_open_opts.usdt_cookie = e ? 0 : nupp_vm_vmlist_cookie(binary);
+	if (vm_open_opts.usdt_cookie)
 		e = trace_attach_one(t, t->skel->progs.trace_vm_open, binary, pid, "vm_open", &vm_open_opts);
-	}
 	while (e && t->nlinks > before) /* all or nothing */
 		bpf_link__destroy(t->links[--t->nlinks]);
 	if (pid == -1) {

@@ -36,6 +36,19 @@ __u64 nupp_vm_read_calls(void)
 	return __atomic_load_n(&vm_read_calls, __ATOMIC_RELAXED);
 }
 
+/* The USDT cookie of luajit:vm_open in binary: the distance from luajit_bpf_layout (the
+ * probe's third argument) to luajit_bpf_vmlist in the same ELF object, from which a BPF
+ * program finds a new VM's zone slot; 0 when the object has no zone slots. */
+__u64 nupp_vm_vmlist_cookie(const char *binary)
+{
+	__u64 vl = 0, vl_size = 0, lo = 0;
+
+	if (nupp_elf_sym(binary, NUPP_LJ_VMLIST_SYMBOL, &vl, &vl_size) == 0 && vl_size >= sizeof(struct nupp_lj_vmlist) &&
+	    nupp_elf_sym(binary, NUPP_LJ_LAYOUT_SYMBOL, &lo, NULL) == 0)
+		return vl - lo;
+	return 0;
+}
+
 /* Checks that g is a live global_State of pid: mainthref -> GG.L and L->glref -> g. */
 int nupp_vm_validate(pid_t pid, __u64 g, const struct nupp_lj_layout *lo)
 {
