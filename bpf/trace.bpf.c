@@ -132,8 +132,9 @@ static __always_inline __u32 trace_zone(__u64 vl, __u64 g, struct nupp_trace_scr
 	return zone;
 }
 
-/* Whether the current process's events are counted (the tgid filter, when it is on). */
-static __always_inline bool trace_followed(__u32 tgid)
+/* Whether the current process's events are counted (the tgid filter, when it is on);
+ * count says whether an event refused is added to counters.not_followed. */
+static __always_inline bool trace_followed(__u32 tgid, bool count)
 {
 	__u32 *v;
 
@@ -142,7 +143,8 @@ static __always_inline bool trace_followed(__u32 tgid)
 	v = bpf_map_lookup_elem(&tgids, &tgid);
 	if (v && *v == NUPP_FOLLOW_PROFILED)
 		return true;
-	__sync_fetch_and_add(&counters.not_followed, 1);
+	if (count)
+		__sync_fetch_and_add(&counters.not_followed, 1);
 	return false;
 }
 
@@ -173,17 +175,15 @@ static __always_inline void trace_count(struct nupp_trace_key *key)
 SEC("usdt")
 int BPF_USDT(trace_vm_open, __u64 g, __u64 L, __u64 layout)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, *v;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
 	__s64 delta = (__s64)bpf_usdt_cookie(ctx);
 	__u64 vl;
 
 	if (!delta)
 		return 0;
-	if (filter_tgids) {
-		v = bpf_map_lookup_elem(&tgids, &tgid);
-		if (!v || *v != NUPP_FOLLOW_PROFILED)
-			return 0;
-	}
+	/* A VM opened is not an event of the abort table: not counted when refused. */
+	if (!trace_followed(tgid, false))
+		return 0;
 	/* The image that opens a VM is the current one (an exec replaces any earlier). */
 	vl = layout + (__u64)delta;
 	bpf_map_update_elem(&vmlists, &tgid, &vl, BPF_ANY);
@@ -201,7 +201,7 @@ int BPF_USDT(trace_blacklist, __u64 g, __u64 locp, __s32 err, __u32 op, __u32 va
 	__u64 id = bpf_get_current_pid_tgid();
 	__u32 tid = (__u32)id;
 
-	if (!trace_followed(id >> 32))
+	if (!trace_followed(id >> 32, true))
 		return 0;
 	if (paused) {
 		__sync_fetch_and_add(&counters.paused, 1);
@@ -231,7 +231,7 @@ int BPF_USDT(trace_abort, __u64 g, __u32 traceno, __s32 err, __s32 info, __u32 a
 	__u64 *zaddr;
 	__u8 sev;
 
-	if (!trace_followed(tgid))
+	if (!trace_followed(tgid, true))
 		return 0;
 	/* Complete (or refute) a blacklist event of this thread first, paused or not. */
 	p = bpf_map_lookup_elem(&pending, &tid);
