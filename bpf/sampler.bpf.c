@@ -447,8 +447,9 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 		__builtin_memcpy(&s->lo, &p->lo, sizeof(s->lo));
 		s->lo_tgid = tgid;
 	}
-	/* tgid < 2^22 (PID_MAX_LIMIT): the tag names the process and the epoch. */
-	s->w.fc_tag = (fc_epoch << 22) | (tgid & 0x3fffff);
+	/* tgid < 2^22 (PID_MAX_LIMIT): the tag names the process, the epoch and the
+	 * count of frees past what an entry keeps of it. */
+	s->w.fc_tag = nupp_walk_fc_tag(fc_epoch, tgid, pfrees);
 	/* Frees happen on the VM's thread, not during this sample: entries filled (or
 	 * checked) at this count of prototype frees name no prototype freed since. */
 	s->w.fc_pg = pfrees;

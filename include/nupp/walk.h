@@ -387,6 +387,15 @@ NUPP_WALK_INLINE __u32 nupp_walk_fc_set(__u64 pc)
 	return (__u32)(h >> 48) & (NUPP_WALK_FC - 2);
 }
 
+/* The frame cache tag of a walk: the process (tgid < 2^22), the includer's count of VM
+ * lifetime events (epoch, < 2^22) and the bits of the process's count of prototype frees
+ * above the 31 an entry keeps (pfrees >> 31, < 2^20): an entry last checked 2^31 frees
+ * ago has another tag, never the look of one checked at this count (never 0: epoch > 0). */
+NUPP_WALK_INLINE __u64 nupp_walk_fc_tag(__u64 epoch, __u32 tgid, __u64 pfrees)
+{
+	return (((epoch << 20) ^ (pfrees >> 31)) << 22) | (tgid & 0x3fffff);
+}
+
 /* Free generation slot of the block that holds target address a: blocks in a row take
  * slots in a row, so the prototypes of one program (allocated together) share few cache
  * lines of the table (a walk reads a slot or two per frame). */

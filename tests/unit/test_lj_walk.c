@@ -1185,6 +1185,45 @@ START_TEST(walk_frame_cache_gives_the_same_stacks_with_fewer_reads)
 }
 END_TEST
 
+/* An entry keeps 31 bits of the count of frees it was checked at: a walk 2^31 frees later,
+ * after its prototype was freed and replaced, must not skip its check (the tag moves). */
+START_TEST(walk_frame_cache_count_of_frees_does_not_wrap_into_a_skip)
+{
+	__u64 fns[8], pts[8], pt_leaf, leaf, b;
+	struct nupp_walk_regs r;
+
+	setup();
+	leaf = new_lua_fn(30, 20, &pt_leaf);
+	b = distinct_chain(8, 0, fns, pts, leaf, ret_pc(leaf, 11));
+	r = regs_interp(b, ret_pc(leaf, 11));
+	w.fc_pg = 5;
+	w.fc_tag = nupp_walk_fc_tag(100, 1, w.fc_pg);
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_uint_eq(w.fc_hits, hits_expected());
+	ck_assert_uint_gt(w.fc_hits, 0);
+
+	/* f[3]'s prototype freed and replaced, then 2^31 - 1 more frees elsewhere: the
+	 * count's low 31 bits are those f[3]'s entry was checked at */
+	free_proto(pts[3]);
+	put32(pts[3] + lo->pt_firstline, 900);
+	w.fc_pg += (1ull << 31) - 1;
+	ck_assert_uint_eq(w.fc_pg & 0x7fffffff, 5);
+	ck_assert_uint_ne(nupp_walk_fc_tag(100, 1, w.fc_pg), nupp_walk_fc_tag(100, 1, 5));
+	w.fc_tag = nupp_walk_fc_tag(100, 1, w.fc_pg);
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_uint_eq(w.fc_hits, 0); /* every entry is of the old tag */
+	ck_assert_uint_eq(w.st.frames[5].ptr, pts[3]);
+	ck_assert_int_eq(w.st.frames[5].firstline, 900);
+
+	/* the tag keeps the process and the epoch apart as before, and is never 0 */
+	ck_assert_uint_ne(nupp_walk_fc_tag(100, 1, 5), nupp_walk_fc_tag(100, 2, 5));
+	ck_assert_uint_ne(nupp_walk_fc_tag(100, 1, 5), nupp_walk_fc_tag(101, 1, 5));
+	ck_assert_uint_ne(nupp_walk_fc_tag(1, 0, 1ull << 31), 0);
+	ck_assert_uint_eq(nupp_walk_fc_tag(100, 1, 5), (100ull << 42) | 1);
+}
+END_TEST
+
 START_TEST(walk_frame_cache_follows_prototypes_freed_and_frames_changed)
 {
 	__u64 fns[8], pts[8], pt_leaf, leaf, b, pt_new, chunk2;
@@ -1327,6 +1366,7 @@ int main(void)
 	tcase_add_test(tc, walk_memo_and_windows_do_not_outlive_a_walk);
 	tcase_add_test(tc, walk_frame_cache_gives_the_same_stacks_with_fewer_reads);
 	tcase_add_test(tc, walk_frame_cache_follows_prototypes_freed_and_frames_changed);
+	tcase_add_test(tc, walk_frame_cache_count_of_frees_does_not_wrap_into_a_skip);
 	tcase_add_test(tc, walk_frame_cache_and_recursion_give_the_same_stack);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
