@@ -42,6 +42,7 @@ struct smp_target {
 	/* Interpreter call sites (return addresses) checked for helper samples: 1 synced. */
 	struct smp_site {
 		__u64 ra;
+		int cpcall; /* ... for a sample under a protected call it made (NUPP_SMP_F_CPCALL) */
 		int ok;
 	} sites[64];
 	int nsites;
@@ -616,10 +617,16 @@ static const char *const smp_nosync[] = {
 	"lj_trace_exit",     "lj_err_trace",	   "lj_ffh_coroutine_wrap_err",
 };
 
+/* Helpers of smp_nosync that store both before every protected call they make: the JIT
+ * compiler's, lj_trace_ins (lj_trace.c:821), comes after setcframe_pc and L->base from
+ * vm_inshook (lj_dispatch.c:406-417) or cont_stitch (lj_dispatch.c:525-529). */
+static const char *const smp_sync_cpcall[] = { "lj_dispatch_ins", "lj_dispatch_stitch" };
+
 /* Did the interpreter store BASE and PC (L->base, SAVE_PC) before the call that returns to
- * ra? A direct call is decoded (E8 rel32) and its callee named; an indirect one is a fast
- * function's fallback handler (fff_fallback syncs both, vm_x64.dasc:2129-2143). */
-static bool smp_site_synced(struct smp_target *t, __u64 ra)
+ * ra (with cpcall: before the protected call the sample is under)? A direct call is
+ * decoded (E8 rel32) and its callee named; an indirect one is a fast function's fallback
+ * handler (fff_fallback syncs both, vm_x64.dasc:2129-2143). */
+static bool smp_site_synced(struct smp_target *t, __u64 ra, bool cpcall)
 {
 	unsigned char ins[5];
 	char name[128];
@@ -629,7 +636,7 @@ static bool smp_site_synced(struct smp_target *t, __u64 ra)
 	size_t k;
 
 	for (i = 0; i < t->nsites; i++)
-		if (t->sites[i].ra == ra)
+		if (t->sites[i].ra == ra && t->sites[i].cpcall == cpcall)
 			return t->sites[i].ok;
 	if (!t->amap || nupp_addrmap_read(t->amap, ra - 5, ins, 5))
 		goto out; /* the code cannot be read: not proven */
@@ -647,9 +654,13 @@ static bool smp_site_synced(struct smp_target *t, __u64 ra)
 	for (k = 0; k < NUPP_ARRAY_SIZE(smp_nosync); k++)
 		if (strcmp(name, smp_nosync[k]) == 0)
 			ok = 0;
+	for (k = 0; cpcall && k < NUPP_ARRAY_SIZE(smp_sync_cpcall); k++)
+		if (strcmp(name, smp_sync_cpcall[k]) == 0)
+			ok = 1;
 out:
 	i = t->nsites < (int)NUPP_ARRAY_SIZE(t->sites) ? t->nsites++ : (int)(ra % NUPP_ARRAY_SIZE(t->sites));
 	t->sites[i].ra = ra;
+	t->sites[i].cpcall = cpcall;
 	t->sites[i].ok = ok;
 	return ok;
 }
@@ -669,7 +680,8 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 	if (!t || smp_target_ready(s, t))
 		return;
 	/* A helper's sample: L->base and SAVE_PC are its Lua stack only if its call synced. */
-	if ((r->st->flags & NUPP_SMP_F_HELPER) && !smp_site_synced(t, r->st->callsite)) {
+	if ((r->st->flags & NUPP_SMP_F_HELPER) &&
+	    !smp_site_synced(t, r->st->callsite, (r->st->flags & NUPP_SMP_F_CPCALL) != 0)) {
 		r->lost_reason = NUPP_LOST_BAD_FRAME;
 		return;
 	}

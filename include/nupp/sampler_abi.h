@@ -68,6 +68,11 @@ struct nupp_smp_frame {
 /* On a trace, in a C function the trace called: mcofs is that call's return address
  * minus one (inside the call instruction), so the call site's snapshot applies. */
 #define NUPP_SMP_F_MCALL 256u
+/* ... with HELPER: the helper made a protected call (lj_vm_cpcall: the JIT compiler
+ * started by lj_trace_hot, lj_dispatch_call, lj_dispatch_ins or lj_dispatch_stitch) and
+ * the sample is under it: SAVE_PC and callsite are those of the C frame below the
+ * protected call's, so the helper synced both if it had by the time of that call. */
+#define NUPP_SMP_F_CPCALL 512u
 
 /* A walked stack, the value of the stacks map (keyed by its 64-bit hash). */
 struct nupp_smp_stack {

@@ -1053,6 +1053,51 @@ NUPP_WALK_INLINE int nupp_walk_running(const struct nupp_lj_layout *lo, __u64 g,
 	return cframe && r->stk_top && cframe >= r->sp && cframe < r->stk_top;
 }
 
+/* Bytes of a C frame read at once from 8 below it: the return address pushed by a call
+ * made on it, SAVE_NRES, SAVE_PC, SAVE_CFRAME. */
+#define NUPP_WALK_CF_READ 56
+/* Protected calls (lj_vm_cpcall) nested above the interpreter's C frame, at most. */
+#define NUPP_WALK_CPCALLS 2
+
+/* The C frame a helper of the interpreter was called on, from the running lua_State's C
+ * frame cf: its SAVE_PC in *spc and, in *ra, the return address of the call made on it.
+ * That is cf itself, unless cf is a protected call's: lj_vm_cpcall (vm_x64.dasc:646-666)
+ * pushes a C frame with SAVE_NRES = -savestack(L, L->top) < 0, the mark of a C frame
+ * without a Lua frame (lj_err.c:798), and SAVE_PC = L (no bytecode); its SAVE_CFRAME is
+ * the C frame the caller of lj_vm_cpcall ran on. The interpreter enters the JIT
+ * compiler that way with vmstate still INTERP (lj_trace_ins, lj_trace.c:821, from
+ * lj_trace_hot, lj_dispatch_call, lj_dispatch_ins, lj_dispatch_stitch; trace_state
+ * sets RECORD, OPT and ASM only around their phases, lj_trace.c:731-806), so the helper
+ * is the one that called lj_vm_cpcall, below. Sets NUPP_SMP_F_CPCALL then. 0 or -1. */
+NUPP_WALK_INLINE int nupp_walk_helper_frame(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 cf,
+					    __u64 *spc, __u64 *ra)
+{
+	unsigned char *b = w->fnbuf;
+	__u64 prev;
+	__s32 nres;
+	int k;
+
+	if (lo->cframe_ofs_pc + 16 > NUPP_WALK_CF_READ || lo->cframe_ofs_prev + 16 > NUPP_WALK_CF_READ ||
+	    lo->cframe_ofs_nres + 12 > NUPP_WALK_CF_READ)
+		return -1;
+	for (k = 0; k <= NUPP_WALK_CPCALLS; k++) {
+		if (!cf || NUPP_WALK_RD(b, NUPP_WALK_CF_READ, cf - 8))
+			return -1;
+		nres = (__s32)nupp_walk_u32(b, lo->cframe_ofs_nres + 8, 63);
+		if (nres >= 0) {
+			*ra = nupp_walk_u64(b, 0, 63);
+			*spc = nupp_walk_u64(b, lo->cframe_ofs_pc + 8, 63);
+			return 0;
+		}
+		prev = nupp_walk_u64(b, lo->cframe_ofs_prev + 8, 63) & lo->cframe_rawmask;
+		if (prev <= cf)
+			return -1; /* C frames only go up the C stack */
+		cf = prev;
+		w->st.flags |= NUPP_SMP_F_CPCALL;
+	}
+	return -1;
+}
+
 /* Picks the start frame and leaf PC (§4.4) and resets the walk. Returns 0, or the walk
  * result (READ_FAULT, BAD_FRAME) when the VM state or the chosen base is unusable. */
 NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 g,
@@ -1172,16 +1217,21 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 		w->st.flags |= NUPP_SMP_F_STRICT;
 	if (base <= w->bot || base > top || (base & 7))
 		return NUPP_WALK_BAD_FRAME;
-	if (cf && NUPP_WALK_RD(&spc, 8, cf + lo->cframe_ofs_pc))
-		spc = 0;
 	/* INTERP in a C helper that rbx does not prove: the helper was called from the
 	 * interpreter's code, whose rsp is its C frame (vm_x64.dasc: `mov L:RB->cframe, rsp`
 	 * at VM entry), so its return address lies just below it. The VM stores BASE in
 	 * L->base and PC in SAVE_PC before the calls that need them: the leaf may take
 	 * SAVE_PC then, and userspace keeps the stack only if that call site is one of them. */
-	if (how == NUPP_WALK_BASE_L && w->strict && (r->ip < lo->vm_begin || r->ip >= lo->vm_end) && cf &&
-	    spc && !NUPP_WALK_RD(&ra, 8, cf - 8) && ra >= lo->vm_begin && ra < lo->vm_end)
-		w->helper_ra = ra;
+	if (how == NUPP_WALK_BASE_L && w->strict && (r->ip < lo->vm_begin || r->ip >= lo->vm_end) && cf) {
+		if (nupp_walk_helper_frame(w, lo, cf, &spc, &ra))
+			spc = 0;
+		if (spc && ra >= lo->vm_begin && ra < lo->vm_end)
+			w->helper_ra = ra;
+		else
+			w->st.flags &= ~NUPP_SMP_F_CPCALL;
+	} else if (cf && NUPP_WALK_RD(&spc, 8, cf + lo->cframe_ofs_pc)) {
+		spc = 0;
+	}
 	w->frame = base - lo->tv_size;
 	w->leaf_pc[0] = r->rbx;
 	w->leaf_pc[1] = spc;

@@ -891,6 +891,102 @@ START_TEST(walk_interp_in_a_synced_helper_uses_save_pc)
 }
 END_TEST
 
+/* Walks as the sampler does: the start rules, then one retry from the base
+ * nupp_walk_retry gives; returns the result, the attempts made in *attempts. */
+static int walk_retried(const struct nupp_walk_regs *r, __u32 *attempts)
+{
+	__u32 how = NUPP_WALK_BASE_AUTO, attempt;
+	__s32 vms = 0;
+	int res = NUPP_WALK_RUN;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		res = nupp_walk_start(&w, lo, g, r, 64, how, &vms);
+		if (!res)
+			res = nupp_walk_run(&w, lo);
+		if (res == NUPP_WALK_DONE)
+			break;
+		w.result = res;
+		how = nupp_walk_retry(&w, lo, vms, attempt, r->ip);
+		if (!how)
+			break;
+	}
+	*attempts = attempt;
+	return res;
+}
+
+/* A C frame at cf made by lj_vm_cpcall on top of the C frame prev: SAVE_NRES < 0 (no Lua
+ * frame), SAVE_PC = L, SAVE_CFRAME = prev, and the return address of its `call CARG4`. */
+static void cpcall_frame(__u64 cf, __u64 prev)
+{
+	put32(cf + lo->cframe_ofs_nres, (__u32)-0x40);
+	put64(cf + lo->cframe_ofs_pc, mainL);
+	put64(cf + lo->cframe_ofs_prev, prev);
+	put64(cf - 8, lo->vm_begin + 0x40);
+}
+
+START_TEST(walk_interp_under_the_jit_compilers_protected_call_uses_the_helpers_frame)
+{
+	__u64 fm, ff, b0, b1, b2, leaf, ra = lo->vm_begin + 0x321, cp1, cp2;
+	__u32 attempts;
+
+	setup();
+	cp1 = THREAD_CF - 0x100;
+	cp2 = THREAD_CF - 0x200;
+	leaf = new_lua_fn(30, 20, NULL);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	/* vm_hotloop synced L->base and SAVE_PC and called lj_trace_hot, which started the
+	 * JIT compiler in lj_vm_cpcall (trace_start, lj_dispatch_update: vmstate INTERP). */
+	put64(mainL + lo->L_base, b2);
+	put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(leaf, 6));
+	put64(THREAD_CF - 8, ra);
+	cpcall_frame(cp1, THREAD_CF);
+	put64(mainL + lo->L_cframe, cp1);
+	{
+		struct nupp_walk_regs r = { .ip = 0x401240, .rbx = 0x55, .rbp = 0x77, .sp = THREAD_SP, .stk_top = THREAD_TOP };
+
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(attempts, 1);
+		ck_assert_uint_eq(w.st.flags,
+				  NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER | NUPP_SMP_F_CPCALL);
+		ck_assert_uint_eq(w.st.callsite, ra); /* the interpreter's call, not lj_vm_cpcall's */
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_int_eq(w.st.frames[0].pos, 6);
+		ck_assert_int_eq(w.st.frames[1].pos, 7);
+		/* A protected call inside another (two C frames without a Lua frame). */
+		cpcall_frame(cp2, cp1);
+		put64(mainL + lo->L_cframe, cp2);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.callsite, ra);
+		ck_assert_int_eq(w.st.frames[0].pos, 6);
+		/* The interpreter's SAVE_PC outside the leaf: refused. */
+		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(ff, 2));
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(leaf, 6));
+		/* No return address into the interpreter below the frame the helper ran on
+		 * (the protected call came from host code): refused. */
+		put64(THREAD_CF - 8, 0x401000);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+		put64(THREAD_CF - 8, ra);
+		/* A protected call's frame with no C frame below it, or with one below it on
+		 * the C stack (garbage: links go up the C stack): refused. */
+		put64(cp1 + lo->cframe_ofs_prev, 0);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+		put64(cp1 + lo->cframe_ofs_prev, cp2 - 0x100);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+		/* Three in a row: more than the walker follows, refused. */
+		cpcall_frame(cp1, THREAD_CF - 0x80);
+		cpcall_frame(THREAD_CF - 0x80, THREAD_CF);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+		/* The interpreter's own C frame (SAVE_NRES >= 0: vm_pcall's nres1): as before,
+		 * its SAVE_PC and return address, no protected call. */
+		put64(mainL + lo->L_cframe, THREAD_CF);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER);
+		ck_assert_uint_eq(w.st.callsite, ra);
+	}
+}
+END_TEST
+
 START_TEST(walk_vm_call_entry_and_returned_function_value)
 {
 	__u64 fm, ff, b0, b1, b2, sortf;
@@ -1321,6 +1417,7 @@ int main(void)
 	tcase_add_test(tc, walk_deep_stack_keeps_its_leaf_most_frames);
 	tcase_add_test(tc, walk_thread_not_running_the_vm_is_host_code);
 	tcase_add_test(tc, walk_interp_in_a_synced_helper_uses_save_pc);
+	tcase_add_test(tc, walk_interp_under_the_jit_compilers_protected_call_uses_the_helpers_frame);
 	tcase_add_test(tc, walk_interp_in_c_helper_uses_rbp_then_l_base);
 	tcase_add_test(tc, walk_vm_call_entry_and_returned_function_value);
 	tcase_add_test(tc, walk_deep_recursion_reads_each_thing_once);
