@@ -59,7 +59,7 @@ struct nupp_smp_frame {
 #define NUPP_SMP_F_REGS 4u    /* leaf from the interpreter's registers */
 #define NUPP_SMP_F_LBASE 8u   /* started from L->base (after another start failed) */
 #define NUPP_SMP_F_RBP 16u    /* started from rbp (INTERP in a C helper) */
-#define NUPP_SMP_F_STRICT 32u /* INTERP outside registers mode: leaf matched rbx */
+#define NUPP_SMP_F_STRICT 32u /* INTERP (or RECORD) outside registers mode: leaf matched rbx */
 #define NUPP_SMP_F_CUT 64u    /* deeper than the depth: the leaf-most frames are kept */
 /* INTERP in a C helper the interpreter called (IP outside its code, the return address
  * below its C frame inside it): started from L->base with SAVE_PC; callsite is that

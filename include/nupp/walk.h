@@ -189,7 +189,8 @@ struct nupp_walk {
 	__s32 result;      /* enum nupp_walk_result */
 	__u32 coro;        /* coroutine levels chained */
 	__u32 why;         /* source line of the walker that ended the walk (diagnosis) */
-	__u32 strict;      /* INTERP but not walked from registers: the leaf must match rbx */
+	__u32 strict;      /* INTERP (RECORD outside the recorder) but not walked from
+			    * registers: the leaf must match rbx */
 	__u64 helper_ra;   /* ... or SAVE_PC, below a call from the interpreter returning here */
 	__u64 cf;          /* the running lua_State's C frame (L->cframe, flags masked) */
 	__u64 stk_lo, stk_hi; /* the current lua_State's stack [stack, stack + stacksize) */
@@ -1098,6 +1099,14 @@ NUPP_WALK_INLINE int nupp_walk_helper_frame(struct nupp_walk *w, const struct nu
 	return -1;
 }
 
+/* Is the C frame cf a protected call's (SAVE_NRES < 0, see nupp_walk_helper_frame)? */
+NUPP_WALK_INLINE int nupp_walk_cpcall_frame(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 cf)
+{
+	__s32 nres = 0;
+
+	return cf && !NUPP_WALK_RD(&nres, 4, cf + lo->cframe_ofs_nres) && nres < 0;
+}
+
 /* Picks the start frame and leaf PC (§4.4) and resets the walk. Returns 0, or the walk
  * result (READ_FAULT, BAD_FRAME) when the VM state or the chosen base is unusable. */
 NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 g,
@@ -1106,6 +1115,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	__u64 L = 0, jit_base = 0, base = 0, stack = 0, cf = 0, spc = 0, top, lbase, ra = 0;
 	__u32 stacksize = 0, glo, gofs = 0, both = 0;
 	__u64 glen;
+	int interp;
 	__s32 vms = 0;
 	__s64 g2l = lo->gg_g2l, clo, chi;
 
@@ -1188,7 +1198,12 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 		w->st.flags = NUPP_SMP_F_TRACE;
 		return 0;
 	}
-	if (how == NUPP_WALK_BASE_AUTO && vms == lo->vmst_interp && r->ip >= lo->vm_begin && r->ip < lo->vm_end &&
+	/* While a trace is recorded the interpreter runs each instruction with vmstate RECORD
+	 * (trace_state sets it before lj_record_ins and leaves it, lj_trace.c:731-740), its
+	 * registers as always; in C code, RECORD is the recorder's own (under the protected
+	 * call of lj_trace_ins, where L->base is synced) or a helper's of the interpreter. */
+	interp = vms == lo->vmst_interp || vms == lo->vmst_record;
+	if (how == NUPP_WALK_BASE_AUTO && interp && r->ip >= lo->vm_begin && r->ip < lo->vm_end &&
 	    r->r14 == g - (__s64)lo->gg_disp2g && r->rdx > w->bot && r->rdx <= top) {
 		/* Interpreter code: BASE in rdx, PC in rbx (vm_x64.dasc:21,30-32). */
 		w->mode = NUPP_WALK_REGS;
@@ -1201,7 +1216,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	/* C, GC, EXIT, RECORD/OPT/ASM, INTERP in a C helper: L->base is synced (§4.3),
 	 * except in the few helpers called without a sync, where rbp holds BASE. */
 	w->mode = NUPP_WALK_MEM;
-	w->strict = vms == lo->vmst_interp;
+	w->strict = interp && (vms == lo->vmst_interp || !nupp_walk_cpcall_frame(w, lo, cf));
 	/* ... and in the interpreter right after such a helper returns, before BASE is
 	 * restored from rbp (lj_BC_LEN: `call extern lj_tab_len` .. `mov BASE, RB`). */
 	if (how == NUPP_WALK_BASE_RBP ||

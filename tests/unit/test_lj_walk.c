@@ -987,6 +987,53 @@ START_TEST(walk_interp_under_the_jit_compilers_protected_call_uses_the_helpers_f
 }
 END_TEST
 
+START_TEST(walk_while_recording_a_trace)
+{
+	__u64 fm, ff, b0, b1, b2, leaf, ra = lo->vm_begin + 0x321, cp1;
+	__u32 attempts;
+
+	setup();
+	cp1 = THREAD_CF - 0x100;
+	leaf = new_lua_fn(30, 20, NULL);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	put32(g + lo->g_vmstate, (__u32)lo->vmst_record);
+	put64(mainL + lo->L_base, b1); /* synced before f's CALL, stale since */
+	put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(ff, 7));
+	put64(mainL + lo->L_cframe, THREAD_CF);
+	{
+		/* The interpreter runs the recorded instruction with vmstate RECORD: its
+		 * registers are the frame (L->base would give f, not the leaf). */
+		struct nupp_walk_regs r = regs_interp(b2, ret_pc(leaf, 5));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_REGS);
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_int_eq(w.st.frames[0].pos, 5);
+		ck_assert_int_eq(w.st.frames[1].pos, 7);
+	}
+	{
+		/* A C helper of the interpreter while recording (lj_tab_getinth: rbp clobbered,
+		 * L->base stale, no synced call site): as with INTERP, the stale base is
+		 * refused, not walked as f's stack. */
+		struct nupp_walk_regs r = { .ip = 0x401240, .rbx = 0x55, .rbp = 0x77, .sp = THREAD_SP, .stk_top = THREAD_TOP };
+
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+		/* The recorder itself (lj_record_ins under lj_trace_ins's protected call, after
+		 * lj_dispatch_ins synced L->base): walked from L->base. */
+		put64(mainL + lo->L_base, b2);
+		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(leaf, 6));
+		put64(THREAD_CF - 8, ra);
+		cpcall_frame(cp1, THREAD_CF);
+		put64(mainL + lo->L_cframe, cp1);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(attempts, 0);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_LBASE);
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_int_eq(w.st.frames[1].pos, 7);
+	}
+}
+END_TEST
+
 START_TEST(walk_vm_call_entry_and_returned_function_value)
 {
 	__u64 fm, ff, b0, b1, b2, sortf;
@@ -1418,6 +1465,7 @@ int main(void)
 	tcase_add_test(tc, walk_thread_not_running_the_vm_is_host_code);
 	tcase_add_test(tc, walk_interp_in_a_synced_helper_uses_save_pc);
 	tcase_add_test(tc, walk_interp_under_the_jit_compilers_protected_call_uses_the_helpers_frame);
+	tcase_add_test(tc, walk_while_recording_a_trace);
 	tcase_add_test(tc, walk_interp_in_c_helper_uses_rbp_then_l_base);
 	tcase_add_test(tc, walk_vm_call_entry_and_returned_function_value);
 	tcase_add_test(tc, walk_deep_recursion_reads_each_thing_once);
