@@ -39,11 +39,11 @@ struct smp_target {
 	int reset;   /* an event could not be recorded: forget the records at the drain */
 	struct nupp_addrmap *amap; /* mappings and symbols: host code, C functions, call sites */
 	bool amap_read;            /* mappings read in this drain */
-	/* Interpreter call sites (return addresses) checked for helper samples: 1 synced. */
+	/* Interpreter call sites (return addresses) checked for helper samples. */
 	struct smp_site {
 		__u64 ra;
 		int cpcall; /* ... for a sample under a protected call it made (NUPP_SMP_F_CPCALL) */
-		int ok;
+		int ok;     /* what it stored: SMP_SYNC_* */
 	} sites[64];
 	int nsites;
 };
@@ -617,22 +617,32 @@ static const char *const smp_nosync[] = {
 	"lj_trace_exit",     "lj_err_trace",	   "lj_ffh_coroutine_wrap_err",
 };
 
+/* Helpers of smp_nosync called right after `mov L:RB->base, BASE` (vm_x64.dasc 3531,
+ * 2238, 2348, 2365) that leave L->base alone: the frame at L->base is the leaf, its PC
+ * unknown (lj_dispatch_ins/profile and lj_dispatch_stitch store SAVE_PC themselves,
+ * lj_dispatch.c:406/544/525). lj_ccallback_leave is not one: it pops the callback's
+ * frames (lj_ccallback.c). */
+static const char *const smp_sync_base[] = { "lj_func_closeuv", "lj_dispatch_ins", "lj_dispatch_stitch",
+					     "lj_dispatch_profile" };
+
 /* Helpers of smp_nosync that store both before every protected call they make: the JIT
  * compiler's, lj_trace_ins (lj_trace.c:821), comes after setcframe_pc and L->base from
  * vm_inshook (lj_dispatch.c:406-417) or cont_stitch (lj_dispatch.c:525-529). */
 static const char *const smp_sync_cpcall[] = { "lj_dispatch_ins", "lj_dispatch_stitch" };
 
-/* Did the interpreter store BASE and PC (L->base, SAVE_PC) before the call that returns to
- * ra (with cpcall: before the protected call the sample is under)? A direct call is
- * decoded (E8 rel32) and its callee named; an indirect one is a fast function's fallback
- * handler (fff_fallback syncs both, vm_x64.dasc:2129-2143). */
-static bool smp_site_synced(struct smp_target *t, __u64 ra, bool cpcall)
+/* What the interpreter stored before the call that returns to ra (with cpcall: before
+ * the protected call the sample is under): SMP_SYNC_BOTH (BASE in L->base and PC in
+ * SAVE_PC), SMP_SYNC_BASE (L->base only) or SMP_SYNC_NONE. A direct call is decoded
+ * (E8 rel32) and its callee named; an indirect one is a fast function's fallback handler
+ * (fff_fallback syncs both, vm_x64.dasc:2129-2143). */
+enum { SMP_SYNC_NONE = 0, SMP_SYNC_BASE = 1, SMP_SYNC_BOTH = 2 };
+static int smp_site_sync(struct smp_target *t, __u64 ra, bool cpcall)
 {
 	unsigned char ins[5];
 	char name[128];
 	__u64 callee;
 	__s32 rel;
-	int i, ok = 0;
+	int i, ok = SMP_SYNC_NONE;
 	size_t k;
 
 	for (i = 0; i < t->nsites; i++)
@@ -641,7 +651,7 @@ static bool smp_site_synced(struct smp_target *t, __u64 ra, bool cpcall)
 	if (!t->amap || nupp_addrmap_read(t->amap, ra - 5, ins, 5))
 		goto out; /* the code cannot be read: not proven */
 	if (ins[0] != 0xe8) {
-		ok = 1;
+		ok = SMP_SYNC_BOTH;
 		goto out;
 	}
 	memcpy(&rel, ins + 1, 4);
@@ -650,19 +660,37 @@ static bool smp_site_synced(struct smp_target *t, __u64 ra, bool cpcall)
 	if ((callee >= t->lo.vm_begin && callee < t->lo.vm_end) ||
 	    nupp_addrmap_sym(t->amap, callee, NULL, name, sizeof(name)))
 		goto out;
-	ok = 1;
+	ok = SMP_SYNC_BOTH;
 	for (k = 0; k < NUPP_ARRAY_SIZE(smp_nosync); k++)
 		if (strcmp(name, smp_nosync[k]) == 0)
-			ok = 0;
+			ok = SMP_SYNC_NONE;
+	for (k = 0; !ok && k < NUPP_ARRAY_SIZE(smp_sync_base); k++)
+		if (strcmp(name, smp_sync_base[k]) == 0)
+			ok = SMP_SYNC_BASE;
 	for (k = 0; cpcall && k < NUPP_ARRAY_SIZE(smp_sync_cpcall); k++)
 		if (strcmp(name, smp_sync_cpcall[k]) == 0)
-			ok = 1;
+			ok = SMP_SYNC_BOTH;
 out:
 	i = t->nsites < (int)NUPP_ARRAY_SIZE(t->sites) ? t->nsites++ : (int)(ra % NUPP_ARRAY_SIZE(t->sites));
 	t->sites[i].ra = ra;
 	t->sites[i].cpcall = cpcall;
 	t->sites[i].ok = ok;
 	return ok;
+}
+
+/* Is a helper's sample (NUPP_SMP_F_HELPER) a stack, by what its call site stored? Its
+ * leaf Lua frame loses the PC taken from SAVE_PC when only L->base was stored. */
+static bool smp_helper_ok(struct smp_target *t, struct nupp_smp_stack *st)
+{
+	int sync = smp_site_sync(t, st->callsite, (st->flags & NUPP_SMP_F_CPCALL) != 0);
+
+	if (sync == SMP_SYNC_NONE)
+		return false;
+	if (sync == SMP_SYNC_BOTH)
+		return !(st->flags & NUPP_SMP_F_NOPC); /* SAVE_PC stored but not in the leaf */
+	if (st->depth && st->frames[0].kind == NUPP_SMP_LUA)
+		st->frames[0].pos = -1;
+	return true;
 }
 
 /* Names one counted stack (again). */
@@ -680,8 +708,7 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 	if (!t || smp_target_ready(s, t))
 		return;
 	/* A helper's sample: L->base and SAVE_PC are its Lua stack only if its call synced. */
-	if ((r->st->flags & NUPP_SMP_F_HELPER) &&
-	    !smp_site_synced(t, r->st->callsite, (r->st->flags & NUPP_SMP_F_CPCALL) != 0)) {
+	if ((r->st->flags & NUPP_SMP_F_HELPER) && !smp_helper_ok(t, r->st)) {
 		r->lost_reason = NUPP_LOST_BAD_FRAME;
 		return;
 	}

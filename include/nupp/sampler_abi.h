@@ -73,6 +73,9 @@ struct nupp_smp_frame {
  * the sample is under it: SAVE_PC and callsite are those of the C frame below the
  * protected call's, so the helper synced both if it had by the time of that call. */
 #define NUPP_SMP_F_CPCALL 512u
+/* ... with HELPER: SAVE_PC is not inside the leaf Lua function at L->base (pos -1): the
+ * stack is the helper's only if its call stored L->base (SAVE_PC need not be synced). */
+#define NUPP_SMP_F_NOPC 1024u
 
 /* A walked stack, the value of the stacks map (keyed by its 64-bit hash). */
 struct nupp_smp_stack {

@@ -900,9 +900,17 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 			if (first && w->mode == NUPP_WALK_REGS)
 				NUPP_WALK_GOTO(window);
 			/* INTERP in a C helper: a base whose leaf does not hold rbx (or SAVE_PC,
-			 * below a helper's call site) is stale. */
-			if (first && w->strict)
+			 * below a helper's call site) is stale; below a helper's call site it is
+			 * the leaf's if that call stored L->base, with no position unless it
+			 * stored SAVE_PC too (lj_dispatch_ins, vm_x64.dasc:2236-2242, stores
+			 * SAVE_PC itself, lj_dispatch.c:406): userspace checks which it was. */
+			if (first && w->strict && !w->helper_ra)
 				NUPP_WALK_GOTO(bad);
+			if (first && w->strict) {
+				nupp_walk_helper(w);
+				w->st.flags |= NUPP_SMP_F_NOPC;
+				w->hash = nupp_walk_mix(w->hash, NUPP_SMP_F_NOPC);
+			}
 			/* A Lua caller reached through a Lua or continuation link must contain
 			 * the return PC: a stale or garbage link is refused, never guessed. */
 			if (!first && w->pc_above)

@@ -841,7 +841,7 @@ END_TEST
 
 START_TEST(walk_interp_in_a_synced_helper_uses_save_pc)
 {
-	__u64 fm, ff, b0, b1, b2, leaf, ra = 0;
+	__u64 fm, ff, b0, b1, b2, leaf, ra = 0, saved_hash;
 	__s32 vms = 0;
 	__u32 how, attempt;
 	int res = NUPP_WALK_RUN;
@@ -878,10 +878,21 @@ START_TEST(walk_interp_in_a_synced_helper_uses_save_pc)
 		ck_assert_uint_eq(w.st.depth, 3);
 		ck_assert_int_eq(w.st.frames[0].pos, 6);
 		ck_assert_int_eq(w.st.frames[1].pos, 7);
-		/* SAVE_PC outside the leaf (a stale pair): refused. */
+		saved_hash = w.hash;
+		/* SAVE_PC outside the leaf: the leaf at L->base without a position, flagged
+		 * for userspace (a stack only if that call site stored L->base and not
+		 * SAVE_PC, as vm_inshook's call of lj_dispatch_ins). */
 		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(ff, 2));
 		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_L, &vms), 0);
-		ck_assert_int_eq(nupp_walk_run(&w, lo), NUPP_WALK_BAD_FRAME);
+		ck_assert_int_eq(nupp_walk_run(&w, lo), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags,
+				  NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER | NUPP_SMP_F_NOPC);
+		ck_assert_uint_eq(w.st.callsite, ra);
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_int_eq(w.st.frames[0].pos, -1);
+		ck_assert_int_eq(w.st.frames[1].pos, 7);
+		/* ... and its stack apart from the one with a position. */
+		ck_assert_uint_ne(w.hash, saved_hash);
 		/* No return address into the interpreter below its C frame: not a helper. */
 		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(leaf, 6));
 		put64(THREAD_CF - 8, 0x401000);
@@ -958,9 +969,12 @@ START_TEST(walk_interp_under_the_jit_compilers_protected_call_uses_the_helpers_f
 		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
 		ck_assert_uint_eq(w.st.callsite, ra);
 		ck_assert_int_eq(w.st.frames[0].pos, 6);
-		/* The interpreter's SAVE_PC outside the leaf: refused. */
+		/* The interpreter's SAVE_PC outside the leaf: no position, flagged. */
 		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(ff, 2));
-		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER |
+						  NUPP_SMP_F_CPCALL | NUPP_SMP_F_NOPC);
+		ck_assert_int_eq(w.st.frames[0].pos, -1);
 		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(leaf, 6));
 		/* No return address into the interpreter below the frame the helper ran on
 		 * (the protected call came from host code): refused. */
