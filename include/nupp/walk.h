@@ -1068,8 +1068,9 @@ NUPP_WALK_INLINE int nupp_walk_running(const struct nupp_lj_layout *lo, __u64 g,
 /* Protected calls (lj_vm_cpcall) nested above the interpreter's C frame, at most. */
 #define NUPP_WALK_CPCALLS 2
 
-/* The C frame a helper of the interpreter was called on, from the running lua_State's C
- * frame cf: its SAVE_PC in *spc and, in *ra, the return address of the call made on it.
+/* The C frame a helper of the interpreter was called on (in *hcf), from the running
+ * lua_State's C frame cf: its SAVE_PC in *spc and, in *ra, the return address of the
+ * call made on it.
  * That is cf itself, unless cf is a protected call's: lj_vm_cpcall (vm_x64.dasc:646-666)
  * pushes a C frame with SAVE_NRES = -savestack(L, L->top) < 0, the mark of a C frame
  * without a Lua frame (lj_err.c:798), and SAVE_PC = L (no bytecode); its SAVE_CFRAME is
@@ -1079,7 +1080,7 @@ NUPP_WALK_INLINE int nupp_walk_running(const struct nupp_lj_layout *lo, __u64 g,
  * sets RECORD, OPT and ASM only around their phases, lj_trace.c:731-806), so the helper
  * is the one that called lj_vm_cpcall, below. Sets NUPP_SMP_F_CPCALL then. 0 or -1. */
 NUPP_WALK_INLINE int nupp_walk_helper_frame(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 cf,
-					    __u64 *spc, __u64 *ra)
+					    __u64 *spc, __u64 *ra, __u64 *hcf)
 {
 	unsigned char *b = w->fnbuf;
 	__u64 prev;
@@ -1094,6 +1095,7 @@ NUPP_WALK_INLINE int nupp_walk_helper_frame(struct nupp_walk *w, const struct nu
 			return -1;
 		nres = (__s32)nupp_walk_u32(b, lo->cframe_ofs_nres + 8, 63);
 		if (nres >= 0) {
+			*hcf = cf;
 			*ra = nupp_walk_u64(b, 0, 63);
 			*spc = nupp_walk_u64(b, lo->cframe_ofs_pc + 8, 63);
 			return 0;
@@ -1120,7 +1122,7 @@ NUPP_WALK_INLINE int nupp_walk_cpcall_frame(struct nupp_walk *w, const struct nu
 NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 g,
 				     const struct nupp_walk_regs *r, __u32 max_depth, __u32 how, __s32 *vmstate)
 {
-	__u64 L = 0, jit_base = 0, base = 0, stack = 0, cf = 0, spc = 0, top, lbase, ra = 0;
+	__u64 L = 0, jit_base = 0, base = 0, stack = 0, cf = 0, spc = 0, top, lbase, ra = 0, hcf = 0;
 	__u32 stacksize = 0, glo, gofs = 0, both = 0;
 	__u64 glen;
 	int interp;
@@ -1245,8 +1247,12 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	 * at VM entry), so its return address lies just below it. The VM stores BASE in
 	 * L->base and PC in SAVE_PC before the calls that need them: the leaf may take
 	 * SAVE_PC then, and userspace keeps the stack only if that call site is one of them. */
-	if (how == NUPP_WALK_BASE_L && w->strict && (r->ip < lo->vm_begin || r->ip >= lo->vm_end) && cf) {
-		if (nupp_walk_helper_frame(w, lo, cf, &spc, &ra))
+	/* The IP may be in the VM's own code then too (lj_vm_cpcall's entry and exit,
+	 * vm_x64.dasc:646-669 and 445-452): the interpreter runs on its C frame
+	 * (rsp == cframe), so code running below it is a callee of a call made there. */
+	if (how == NUPP_WALK_BASE_L && w->strict && cf) {
+		if (nupp_walk_helper_frame(w, lo, cf, &spc, &ra, &hcf) ||
+		    ((r->ip >= lo->vm_begin && r->ip < lo->vm_end) && r->sp >= hcf))
 			spc = 0;
 		if (spc && ra >= lo->vm_begin && ra < lo->vm_end)
 			w->helper_ra = ra;

@@ -998,6 +998,34 @@ START_TEST(walk_interp_under_the_jit_compilers_protected_call_uses_the_helpers_f
 		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER);
 		ck_assert_uint_eq(w.st.callsite, ra);
 	}
+	{
+		/* In the VM's own code below the interpreter's C frame: lj_vm_cpcall's entry
+		 * (saveregs done, L->cframe not yet linked) or vm_leave_cp (unlinked): a callee
+		 * of the interpreter's call at ra, as a C helper. */
+		struct nupp_walk_regs r = { .ip = lo->vm_begin + 0x80, .rbx = 0x55, .rdx = 0x99, .rbp = 0x77,
+					    .sp = cp1 - 0x40, .stk_top = THREAD_TOP };
+
+		r.r14 = g - (__s64)lo->gg_disp2g;
+		put64(mainL + lo->L_cframe, THREAD_CF);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER);
+		ck_assert_uint_eq(w.st.callsite, ra);
+		ck_assert_int_eq(w.st.frames[0].pos, 6);
+		/* vm_leave_cp before it unlinks: on the protected call's frame, below the
+		 * interpreter's. */
+		cpcall_frame(cp1, THREAD_CF);
+		put64(mainL + lo->L_cframe, cp1);
+		r.sp = cp1;
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags,
+				  NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER | NUPP_SMP_F_CPCALL);
+		ck_assert_uint_eq(w.st.callsite, ra);
+		/* The interpreter itself on its C frame (rsp == cframe): [cframe-8] is the
+		 * return address of a call that returned, the leaf is unproven. */
+		put64(mainL + lo->L_cframe, THREAD_CF);
+		r.sp = THREAD_CF;
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+	}
 }
 END_TEST
 
