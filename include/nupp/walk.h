@@ -1077,7 +1077,7 @@ NUPP_WALK_INLINE int nupp_walk_running(const struct nupp_lj_layout *lo, __u64 g,
  * the C frame the caller of lj_vm_cpcall ran on. The interpreter enters the JIT
  * compiler that way with vmstate still INTERP (lj_trace_ins, lj_trace.c:821, from
  * lj_trace_hot, lj_dispatch_call, lj_dispatch_ins, lj_dispatch_stitch; trace_state
- * sets RECORD, OPT and ASM only around their phases, lj_trace.c:731-806), so the helper
+ * sets RECORD, OPT and ASM only in their phases, lj_trace.c:745-791), so the helper
  * is the one that called lj_vm_cpcall, below. Sets NUPP_SMP_F_CPCALL then. 0 or -1. */
 NUPP_WALK_INLINE int nupp_walk_helper_frame(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 cf,
 					    __u64 *spc, __u64 *ra, __u64 *hcf)
@@ -1209,8 +1209,8 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 		return 0;
 	}
 	/* While a trace is recorded the interpreter runs each instruction with vmstate RECORD
-	 * (trace_state sets it before lj_record_ins and leaves it, lj_trace.c:731-740), its
-	 * registers as always; in C code, RECORD is the recorder's own (under the protected
+	 * (trace_state sets it before lj_record_ins, lj_trace.c:745, and INTERP only when the
+	 * trace ends or aborts, lj_trace.c:791/803), its registers as always; in C code, RECORD is the recorder's own (under the protected
 	 * call of lj_trace_ins, where L->base is synced) or a helper's of the interpreter. */
 	interp = vms == lo->vmst_interp || vms == lo->vmst_record;
 	if (how == NUPP_WALK_BASE_AUTO && interp && r->ip >= lo->vm_begin && r->ip < lo->vm_end &&
@@ -1253,8 +1253,11 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	if (how == NUPP_WALK_BASE_L && w->strict && cf) {
 		if (nupp_walk_helper_frame(w, lo, cf, &spc, &ra, &hcf) ||
 		    ((r->ip >= lo->vm_begin && r->ip < lo->vm_end) && r->sp >= hcf))
-			spc = 0;
-		if (spc && ra >= lo->vm_begin && ra < lo->vm_end)
+			spc = hcf = 0;
+		/* (SAVE_PC may be 0: vm_hotcall clears it after lj_dispatch_call, and a
+		 * helper whose call stores L->base only, such as lj_dispatch_ins, may
+		 * find it so.) */
+		if (hcf && ra >= lo->vm_begin && ra < lo->vm_end)
 			w->helper_ra = ra;
 		else
 			w->st.flags &= ~NUPP_SMP_F_CPCALL;

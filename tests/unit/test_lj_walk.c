@@ -893,6 +893,13 @@ START_TEST(walk_interp_in_a_synced_helper_uses_save_pc)
 		ck_assert_int_eq(w.st.frames[1].pos, 7);
 		/* ... and its stack apart from the one with a position. */
 		ck_assert_uint_ne(w.hash, saved_hash);
+		/* SAVE_PC 0 (vm_hotcall clears it after lj_dispatch_call): the same. */
+		put64(THREAD_CF + lo->cframe_ofs_pc, 0);
+		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_L, &vms), 0);
+		ck_assert_int_eq(nupp_walk_run(&w, lo), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags,
+				  NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER | NUPP_SMP_F_NOPC);
+		ck_assert_int_eq(w.st.frames[0].pos, -1);
 		/* No return address into the interpreter below its C frame: not a helper. */
 		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(leaf, 6));
 		put64(THREAD_CF - 8, 0x401000);
