@@ -43,7 +43,7 @@ struct smp_target {
 	struct smp_site {
 		__u64 ra;
 		int cpcall; /* ... for a sample under a protected call it made (NUPP_SMP_F_CPCALL) */
-		int ok;     /* what it stored: SMP_SYNC_* */
+		int ok;     /* what it stored: NUPP_SMP_SYNC_* */
 	} sites[64];
 	int nsites;
 };
@@ -630,20 +630,48 @@ static const char *const smp_sync_base[] = { "lj_func_closeuv", "lj_dispatch_ins
  * vm_inshook (lj_dispatch.c:406-417) or cont_stitch (lj_dispatch.c:525-529). */
 static const char *const smp_sync_cpcall[] = { "lj_dispatch_ins", "lj_dispatch_stitch" };
 
+/* What the interpreter stored before calling the C helper named callee (with cpcall:
+ * before a protected call it made). */
+int nupp_smp_sync_of(const char *callee, bool cpcall)
+{
+	int sync = NUPP_SMP_SYNC_BOTH;
+	size_t k;
+
+	for (k = 0; k < NUPP_ARRAY_SIZE(smp_nosync); k++)
+		if (strcmp(callee, smp_nosync[k]) == 0)
+			sync = NUPP_SMP_SYNC_NONE;
+	for (k = 0; sync == NUPP_SMP_SYNC_NONE && k < NUPP_ARRAY_SIZE(smp_sync_base); k++)
+		if (strcmp(callee, smp_sync_base[k]) == 0)
+			sync = NUPP_SMP_SYNC_BASE;
+	for (k = 0; cpcall && k < NUPP_ARRAY_SIZE(smp_sync_cpcall); k++)
+		if (strcmp(callee, smp_sync_cpcall[k]) == 0)
+			sync = NUPP_SMP_SYNC_BOTH;
+	return sync;
+}
+
+/* Is a helper's sample a stack, given what its call site stored? */
+bool nupp_smp_helper_keep(struct nupp_smp_stack *st, int sync)
+{
+	if (sync == NUPP_SMP_SYNC_NONE)
+		return false;
+	if (sync == NUPP_SMP_SYNC_BOTH)
+		return !(st->flags & NUPP_SMP_F_NOPC); /* SAVE_PC stored but not in the leaf */
+	if (st->depth && st->frames[0].kind == NUPP_SMP_LUA)
+		st->frames[0].pos = -1;
+	return true;
+}
+
 /* What the interpreter stored before the call that returns to ra (with cpcall: before
- * the protected call the sample is under): SMP_SYNC_BOTH (BASE in L->base and PC in
- * SAVE_PC), SMP_SYNC_BASE (L->base only) or SMP_SYNC_NONE. A direct call is decoded
+ * the protected call the sample is under), NUPP_SMP_SYNC_*. A direct call is decoded
  * (E8 rel32) and its callee named; an indirect one is a fast function's fallback handler
  * (fff_fallback syncs both, vm_x64.dasc:2129-2143). */
-enum { SMP_SYNC_NONE = 0, SMP_SYNC_BASE = 1, SMP_SYNC_BOTH = 2 };
 static int smp_site_sync(struct smp_target *t, __u64 ra, bool cpcall)
 {
 	unsigned char ins[5];
 	char name[128];
 	__u64 callee;
 	__s32 rel;
-	int i, ok = SMP_SYNC_NONE;
-	size_t k;
+	int i, ok = NUPP_SMP_SYNC_NONE;
 
 	for (i = 0; i < t->nsites; i++)
 		if (t->sites[i].ra == ra && t->sites[i].cpcall == cpcall)
@@ -651,7 +679,7 @@ static int smp_site_sync(struct smp_target *t, __u64 ra, bool cpcall)
 	if (!t->amap || nupp_addrmap_read(t->amap, ra - 5, ins, 5))
 		goto out; /* the code cannot be read: not proven */
 	if (ins[0] != 0xe8) {
-		ok = SMP_SYNC_BOTH;
+		ok = NUPP_SMP_SYNC_BOTH;
 		goto out;
 	}
 	memcpy(&rel, ins + 1, 4);
@@ -660,37 +688,13 @@ static int smp_site_sync(struct smp_target *t, __u64 ra, bool cpcall)
 	if ((callee >= t->lo.vm_begin && callee < t->lo.vm_end) ||
 	    nupp_addrmap_sym(t->amap, callee, NULL, name, sizeof(name)))
 		goto out;
-	ok = SMP_SYNC_BOTH;
-	for (k = 0; k < NUPP_ARRAY_SIZE(smp_nosync); k++)
-		if (strcmp(name, smp_nosync[k]) == 0)
-			ok = SMP_SYNC_NONE;
-	for (k = 0; !ok && k < NUPP_ARRAY_SIZE(smp_sync_base); k++)
-		if (strcmp(name, smp_sync_base[k]) == 0)
-			ok = SMP_SYNC_BASE;
-	for (k = 0; cpcall && k < NUPP_ARRAY_SIZE(smp_sync_cpcall); k++)
-		if (strcmp(name, smp_sync_cpcall[k]) == 0)
-			ok = SMP_SYNC_BOTH;
+	ok = nupp_smp_sync_of(name, cpcall);
 out:
 	i = t->nsites < (int)NUPP_ARRAY_SIZE(t->sites) ? t->nsites++ : (int)(ra % NUPP_ARRAY_SIZE(t->sites));
 	t->sites[i].ra = ra;
 	t->sites[i].cpcall = cpcall;
 	t->sites[i].ok = ok;
 	return ok;
-}
-
-/* Is a helper's sample (NUPP_SMP_F_HELPER) a stack, by what its call site stored? Its
- * leaf Lua frame loses the PC taken from SAVE_PC when only L->base was stored. */
-static bool smp_helper_ok(struct smp_target *t, struct nupp_smp_stack *st)
-{
-	int sync = smp_site_sync(t, st->callsite, (st->flags & NUPP_SMP_F_CPCALL) != 0);
-
-	if (sync == SMP_SYNC_NONE)
-		return false;
-	if (sync == SMP_SYNC_BOTH)
-		return !(st->flags & NUPP_SMP_F_NOPC); /* SAVE_PC stored but not in the leaf */
-	if (st->depth && st->frames[0].kind == NUPP_SMP_LUA)
-		st->frames[0].pos = -1;
-	return true;
 }
 
 /* Names one counted stack (again). */
@@ -708,7 +712,8 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 	if (!t || smp_target_ready(s, t))
 		return;
 	/* A helper's sample: L->base and SAVE_PC are its Lua stack only if its call synced. */
-	if ((r->st->flags & NUPP_SMP_F_HELPER) && !smp_helper_ok(t, r->st)) {
+	if ((r->st->flags & NUPP_SMP_F_HELPER) &&
+	    !nupp_smp_helper_keep(r->st, smp_site_sync(t, r->st->callsite, (r->st->flags & NUPP_SMP_F_CPCALL) != 0))) {
 		r->lost_reason = NUPP_LOST_BAD_FRAME;
 		return;
 	}

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "nupp/lj_layout.h"
+#include "../../user/sampler_internal.h"
 
 /* -- Fake memory: reads succeed only inside the arena ------------------------- */
 
@@ -1083,6 +1084,51 @@ START_TEST(walk_while_recording_a_trace)
 }
 END_TEST
 
+START_TEST(helper_samples_are_kept_by_what_their_call_site_stored)
+{
+	struct nupp_smp_stack st;
+
+	/* Call sites of the interpreter (vm_x64.dasc) by their callee. */
+	ck_assert_int_eq(nupp_smp_sync_of("lj_tab_newkey", false), NUPP_SMP_SYNC_BOTH);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_trace_hot", false), NUPP_SMP_SYNC_BOTH);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_tab_getinth", false), NUPP_SMP_SYNC_NONE);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_tab_getinth", true), NUPP_SMP_SYNC_NONE);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_ccallback_leave", false), NUPP_SMP_SYNC_NONE);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_trace_exit", true), NUPP_SMP_SYNC_NONE);
+	/* vm_inshook stores L->base, lj_dispatch_ins stores SAVE_PC itself, before any
+	 * protected call it makes (lj_trace_ins). */
+	ck_assert_int_eq(nupp_smp_sync_of("lj_dispatch_ins", false), NUPP_SMP_SYNC_BASE);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_dispatch_ins", true), NUPP_SMP_SYNC_BOTH);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_dispatch_stitch", true), NUPP_SMP_SYNC_BOTH);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_func_closeuv", false), NUPP_SMP_SYNC_BASE);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_func_closeuv", true), NUPP_SMP_SYNC_BASE);
+
+	memset(&st, 0, sizeof(st));
+	st.depth = 2;
+	st.frames[0].kind = NUPP_SMP_LUA;
+	st.frames[0].pos = 6;
+	st.frames[1].kind = NUPP_SMP_LUA;
+	st.frames[1].pos = 7;
+	st.flags = NUPP_SMP_F_HELPER;
+	ck_assert(!nupp_smp_helper_keep(&st, NUPP_SMP_SYNC_NONE));
+	ck_assert(nupp_smp_helper_keep(&st, NUPP_SMP_SYNC_BOTH));
+	ck_assert_int_eq(st.frames[0].pos, 6);
+	/* L->base only: the leaf, without the position SAVE_PC gave. */
+	ck_assert(nupp_smp_helper_keep(&st, NUPP_SMP_SYNC_BASE));
+	ck_assert_int_eq(st.frames[0].pos, -1);
+	ck_assert_int_eq(st.frames[1].pos, 7);
+	/* SAVE_PC outside the leaf (NOPC): a stack only if SAVE_PC was not stored. */
+	st.flags |= NUPP_SMP_F_NOPC;
+	ck_assert(!nupp_smp_helper_keep(&st, NUPP_SMP_SYNC_BOTH));
+	ck_assert(nupp_smp_helper_keep(&st, NUPP_SMP_SYNC_BASE));
+	/* A fast function's leaf has no position to drop. */
+	st.frames[0].kind = NUPP_SMP_FF;
+	st.frames[0].ptr = 44;
+	ck_assert(nupp_smp_helper_keep(&st, NUPP_SMP_SYNC_BASE));
+	ck_assert_uint_eq(st.frames[0].ptr, 44);
+}
+END_TEST
+
 START_TEST(walk_vm_call_entry_and_returned_function_value)
 {
 	__u64 fm, ff, b0, b1, b2, sortf;
@@ -1515,6 +1561,7 @@ int main(void)
 	tcase_add_test(tc, walk_interp_in_a_synced_helper_uses_save_pc);
 	tcase_add_test(tc, walk_interp_under_the_jit_compilers_protected_call_uses_the_helpers_frame);
 	tcase_add_test(tc, walk_while_recording_a_trace);
+	tcase_add_test(tc, helper_samples_are_kept_by_what_their_call_site_stored);
 	tcase_add_test(tc, walk_interp_in_c_helper_uses_rbp_then_l_base);
 	tcase_add_test(tc, walk_vm_call_entry_and_returned_function_value);
 	tcase_add_test(tc, walk_deep_recursion_reads_each_thing_once);
