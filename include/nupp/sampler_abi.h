@@ -61,9 +61,10 @@ struct nupp_smp_frame {
 #define NUPP_SMP_F_RBP 16u    /* started from rbp (INTERP in a C helper) */
 #define NUPP_SMP_F_STRICT 32u /* INTERP (or RECORD) outside registers mode: leaf matched rbx */
 #define NUPP_SMP_F_CUT 64u    /* deeper than the depth: the leaf-most frames are kept */
-/* INTERP in a C helper the interpreter called (IP outside its code, the return address
- * below its C frame inside it): started from L->base with SAVE_PC; callsite is that
- * return address, and userspace keeps the stack only if that call site syncs both. */
+/* INTERP in a C helper the interpreter called (IP outside its code, or in the VM's own
+ * code below its C frame; the return address below its C frame inside it): started from
+ * L->base with SAVE_PC; callsite is that return address, and userspace keeps the stack
+ * only if that call site syncs both (L->base only: the leaf loses its position). */
 #define NUPP_SMP_F_HELPER 128u
 /* On a trace, in a C function the trace called: mcofs is that call's return address
  * minus one (inside the call instruction), so the call site's snapshot applies. */
