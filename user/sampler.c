@@ -39,10 +39,11 @@ struct smp_target {
 	int reset;   /* an event could not be recorded: forget the records at the drain */
 	struct nupp_addrmap *amap; /* mappings and symbols: host code, C functions, call sites */
 	bool amap_read;            /* mappings read in this drain */
-	/* Interpreter call sites (return addresses) checked for helper samples: 1 synced. */
+	/* Interpreter call sites (return addresses) checked for helper samples. */
 	struct smp_site {
 		__u64 ra;
-		int ok;
+		int cpcall; /* ... for a sample under a protected call it made (NUPP_SMP_F_CPCALL) */
+		int ok;     /* what it stored: NUPP_SMP_SYNC_* */
 	} sites[64];
 	int nsites;
 };
@@ -616,25 +617,69 @@ static const char *const smp_nosync[] = {
 	"lj_trace_exit",     "lj_err_trace",	   "lj_ffh_coroutine_wrap_err",
 };
 
-/* Did the interpreter store BASE and PC (L->base, SAVE_PC) before the call that returns to
- * ra? A direct call is decoded (E8 rel32) and its callee named; an indirect one is a fast
- * function's fallback handler (fff_fallback syncs both, vm_x64.dasc:2129-2143). */
-static bool smp_site_synced(struct smp_target *t, __u64 ra)
+/* Helpers of smp_nosync called right after `mov L:RB->base, BASE` (vm_x64.dasc 3531,
+ * 2238, 2348, 2365) that leave L->base alone: the frame at L->base is the leaf, its PC
+ * unknown (lj_dispatch_ins/profile and lj_dispatch_stitch store SAVE_PC themselves,
+ * lj_dispatch.c:406/544/525). lj_ccallback_leave is not one: it pops the callback's
+ * frames (lj_ccallback.c). */
+static const char *const smp_sync_base[] = { "lj_func_closeuv", "lj_dispatch_ins", "lj_dispatch_stitch",
+					     "lj_dispatch_profile" };
+
+/* Helpers of smp_nosync that store both before every protected call they make: the JIT
+ * compiler's, lj_trace_ins (lj_trace.c:821), comes after setcframe_pc and L->base from
+ * vm_inshook (lj_dispatch.c:406-417) or cont_stitch (lj_dispatch.c:525-529). */
+static const char *const smp_sync_cpcall[] = { "lj_dispatch_ins", "lj_dispatch_stitch" };
+
+/* What the interpreter stored before calling the C helper named callee (with cpcall:
+ * before a protected call it made). */
+int nupp_smp_sync_of(const char *callee, bool cpcall)
+{
+	int sync = NUPP_SMP_SYNC_BOTH;
+	size_t k;
+
+	for (k = 0; k < NUPP_ARRAY_SIZE(smp_nosync); k++)
+		if (strcmp(callee, smp_nosync[k]) == 0)
+			sync = NUPP_SMP_SYNC_NONE;
+	for (k = 0; sync == NUPP_SMP_SYNC_NONE && k < NUPP_ARRAY_SIZE(smp_sync_base); k++)
+		if (strcmp(callee, smp_sync_base[k]) == 0)
+			sync = NUPP_SMP_SYNC_BASE;
+	for (k = 0; cpcall && k < NUPP_ARRAY_SIZE(smp_sync_cpcall); k++)
+		if (strcmp(callee, smp_sync_cpcall[k]) == 0)
+			sync = NUPP_SMP_SYNC_BOTH;
+	return sync;
+}
+
+/* Is a helper's sample a stack, given what its call site stored? */
+bool nupp_smp_helper_keep(struct nupp_smp_stack *st, int sync)
+{
+	if (sync == NUPP_SMP_SYNC_NONE)
+		return false;
+	if (sync == NUPP_SMP_SYNC_BOTH)
+		return !(st->flags & NUPP_SMP_F_NOPC); /* SAVE_PC stored but not in the leaf */
+	if (st->depth && st->frames[0].kind == NUPP_SMP_LUA)
+		st->frames[0].pos = -1;
+	return true;
+}
+
+/* What the interpreter stored before the call that returns to ra (with cpcall: before
+ * the protected call the sample is under), NUPP_SMP_SYNC_*. A direct call is decoded
+ * (E8 rel32) and its callee named; an indirect one is a fast function's fallback handler
+ * (fff_fallback syncs both, vm_x64.dasc:2129-2143). */
+static int smp_site_sync(struct smp_target *t, __u64 ra, bool cpcall)
 {
 	unsigned char ins[5];
 	char name[128];
 	__u64 callee;
 	__s32 rel;
-	int i, ok = 0;
-	size_t k;
+	int i, ok = NUPP_SMP_SYNC_NONE;
 
 	for (i = 0; i < t->nsites; i++)
-		if (t->sites[i].ra == ra)
+		if (t->sites[i].ra == ra && t->sites[i].cpcall == cpcall)
 			return t->sites[i].ok;
 	if (!t->amap || nupp_addrmap_read(t->amap, ra - 5, ins, 5))
 		goto out; /* the code cannot be read: not proven */
 	if (ins[0] != 0xe8) {
-		ok = 1;
+		ok = NUPP_SMP_SYNC_BOTH;
 		goto out;
 	}
 	memcpy(&rel, ins + 1, 4);
@@ -643,13 +688,11 @@ static bool smp_site_synced(struct smp_target *t, __u64 ra)
 	if ((callee >= t->lo.vm_begin && callee < t->lo.vm_end) ||
 	    nupp_addrmap_sym(t->amap, callee, NULL, name, sizeof(name)))
 		goto out;
-	ok = 1;
-	for (k = 0; k < NUPP_ARRAY_SIZE(smp_nosync); k++)
-		if (strcmp(name, smp_nosync[k]) == 0)
-			ok = 0;
+	ok = nupp_smp_sync_of(name, cpcall);
 out:
 	i = t->nsites < (int)NUPP_ARRAY_SIZE(t->sites) ? t->nsites++ : (int)(ra % NUPP_ARRAY_SIZE(t->sites));
 	t->sites[i].ra = ra;
+	t->sites[i].cpcall = cpcall;
 	t->sites[i].ok = ok;
 	return ok;
 }
@@ -669,7 +712,8 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 	if (!t || smp_target_ready(s, t))
 		return;
 	/* A helper's sample: L->base and SAVE_PC are its Lua stack only if its call synced. */
-	if ((r->st->flags & NUPP_SMP_F_HELPER) && !smp_site_synced(t, r->st->callsite)) {
+	if ((r->st->flags & NUPP_SMP_F_HELPER) &&
+	    !nupp_smp_helper_keep(r->st, smp_site_sync(t, r->st->callsite, (r->st->flags & NUPP_SMP_F_CPCALL) != 0))) {
 		r->lost_reason = NUPP_LOST_BAD_FRAME;
 		return;
 	}

@@ -116,4 +116,17 @@ void nupp_traces_purge(struct nupp_traces *t, __u64 gen);
 int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, struct nupp_smp_frame *out,
 		       int max);
 
+/* -- Helper samples (user/sampler.c) -------------------------------------------- */
+
+/* What the interpreter stored before calling the C helper named callee (with cpcall: by
+ * the time of a protected call the helper made, NUPP_SMP_F_CPCALL): NUPP_SMP_SYNC_BOTH
+ * (BASE in L->base and PC in SAVE_PC), NUPP_SMP_SYNC_BASE (L->base only) or
+ * NUPP_SMP_SYNC_NONE. */
+enum { NUPP_SMP_SYNC_NONE = 0, NUPP_SMP_SYNC_BASE = 1, NUPP_SMP_SYNC_BOTH = 2 };
+int nupp_smp_sync_of(const char *callee, bool cpcall);
+/* Is a helper's sample (NUPP_SMP_F_HELPER) a stack, given what its call site stored
+ * (NUPP_SMP_SYNC_*)? Takes the PC (pos -1) from its leaf Lua frame when only L->base was
+ * stored. */
+bool nupp_smp_helper_keep(struct nupp_smp_stack *st, int sync);
+
 #endif /* NUPP_SAMPLER_INTERNAL_H */

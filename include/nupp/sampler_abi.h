@@ -59,15 +59,24 @@ struct nupp_smp_frame {
 #define NUPP_SMP_F_REGS 4u    /* leaf from the interpreter's registers */
 #define NUPP_SMP_F_LBASE 8u   /* started from L->base (after another start failed) */
 #define NUPP_SMP_F_RBP 16u    /* started from rbp (INTERP in a C helper) */
-#define NUPP_SMP_F_STRICT 32u /* INTERP outside registers mode: leaf matched rbx */
+#define NUPP_SMP_F_STRICT 32u /* INTERP (or RECORD) outside registers mode: leaf matched rbx */
 #define NUPP_SMP_F_CUT 64u    /* deeper than the depth: the leaf-most frames are kept */
-/* INTERP in a C helper the interpreter called (IP outside its code, the return address
- * below its C frame inside it): started from L->base with SAVE_PC; callsite is that
- * return address, and userspace keeps the stack only if that call site syncs both. */
+/* INTERP in a C helper the interpreter called (IP outside its code, or in the VM's own
+ * code below its C frame; the return address below its C frame inside it): started from
+ * L->base with SAVE_PC; callsite is that return address, and userspace keeps the stack
+ * only if that call site syncs both (L->base only: the leaf loses its position). */
 #define NUPP_SMP_F_HELPER 128u
 /* On a trace, in a C function the trace called: mcofs is that call's return address
  * minus one (inside the call instruction), so the call site's snapshot applies. */
 #define NUPP_SMP_F_MCALL 256u
+/* ... with HELPER: the helper made a protected call (lj_vm_cpcall: the JIT compiler
+ * started by lj_trace_hot, lj_dispatch_call, lj_dispatch_ins or lj_dispatch_stitch) and
+ * the sample is under it: SAVE_PC and callsite are those of the C frame below the
+ * protected call's, so the helper synced both if it had by the time of that call. */
+#define NUPP_SMP_F_CPCALL 512u
+/* ... with HELPER: SAVE_PC is not inside the leaf Lua function at L->base (pos -1): the
+ * stack is the helper's only if its call stored L->base (SAVE_PC need not be synced). */
+#define NUPP_SMP_F_NOPC 1024u
 
 /* A walked stack, the value of the stacks map (keyed by its 64-bit hash). */
 struct nupp_smp_stack {

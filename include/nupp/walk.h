@@ -189,7 +189,8 @@ struct nupp_walk {
 	__s32 result;      /* enum nupp_walk_result */
 	__u32 coro;        /* coroutine levels chained */
 	__u32 why;         /* source line of the walker that ended the walk (diagnosis) */
-	__u32 strict;      /* INTERP but not walked from registers: the leaf must match rbx */
+	__u32 strict;      /* INTERP (RECORD outside the recorder) but not walked from
+			    * registers: the leaf must match rbx */
 	__u64 helper_ra;   /* ... or SAVE_PC, below a call from the interpreter returning here */
 	__u64 cf;          /* the running lua_State's C frame (L->cframe, flags masked) */
 	__u64 stk_lo, stk_hi; /* the current lua_State's stack [stack, stack + stacksize) */
@@ -908,9 +909,17 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 			if (first && w->mode == NUPP_WALK_REGS)
 				NUPP_WALK_GOTO(window);
 			/* INTERP in a C helper: a base whose leaf does not hold rbx (or SAVE_PC,
-			 * below a helper's call site) is stale. */
-			if (first && w->strict)
+			 * below a helper's call site) is stale; below a helper's call site it is
+			 * the leaf's if that call stored L->base, with no position unless it
+			 * stored SAVE_PC too (lj_dispatch_ins, vm_x64.dasc:2236-2242, stores
+			 * SAVE_PC itself, lj_dispatch.c:406): userspace checks which it was. */
+			if (first && w->strict && !w->helper_ra)
 				NUPP_WALK_GOTO(bad);
+			if (first && w->strict) {
+				nupp_walk_helper(w);
+				w->st.flags |= NUPP_SMP_F_NOPC;
+				w->hash = nupp_walk_mix(w->hash, NUPP_SMP_F_NOPC);
+			}
 			/* A Lua caller reached through a Lua or continuation link must contain
 			 * the return PC: a stale or garbage link is refused, never guessed. */
 			if (!first && w->pc_above)
@@ -1062,14 +1071,70 @@ NUPP_WALK_INLINE int nupp_walk_running(const struct nupp_lj_layout *lo, __u64 g,
 	return cframe && r->stk_top && cframe >= r->sp && cframe < r->stk_top;
 }
 
+/* Bytes of a C frame read at once from 8 below it: the return address pushed by a call
+ * made on it, SAVE_NRES, SAVE_PC, SAVE_CFRAME. */
+#define NUPP_WALK_CF_READ 56
+/* Protected calls (lj_vm_cpcall) nested above the interpreter's C frame, at most. */
+#define NUPP_WALK_CPCALLS 2
+
+/* The C frame a helper of the interpreter was called on (in *hcf), from the running
+ * lua_State's C frame cf: its SAVE_PC in *spc and, in *ra, the return address of the
+ * call made on it.
+ * That is cf itself, unless cf is a protected call's: lj_vm_cpcall (vm_x64.dasc:646-666)
+ * pushes a C frame with SAVE_NRES = -savestack(L, L->top) < 0, the mark of a C frame
+ * without a Lua frame (lj_err.c:798), and SAVE_PC = L (no bytecode); its SAVE_CFRAME is
+ * the C frame the caller of lj_vm_cpcall ran on. The interpreter enters the JIT
+ * compiler that way with vmstate still INTERP (lj_trace_ins, lj_trace.c:821, from
+ * lj_trace_hot, lj_dispatch_call, lj_dispatch_ins, lj_dispatch_stitch; trace_state
+ * sets RECORD, OPT and ASM only in their phases, lj_trace.c:745-791), so the helper
+ * is the one that called lj_vm_cpcall, below. Sets NUPP_SMP_F_CPCALL then. 0 or -1. */
+NUPP_WALK_INLINE int nupp_walk_helper_frame(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 cf,
+					    __u64 *spc, __u64 *ra, __u64 *hcf)
+{
+	unsigned char *b = w->fnbuf;
+	__u64 prev;
+	__s32 nres;
+	int k;
+
+	if (lo->cframe_ofs_pc + 16 > NUPP_WALK_CF_READ || lo->cframe_ofs_prev + 16 > NUPP_WALK_CF_READ ||
+	    lo->cframe_ofs_nres + 12 > NUPP_WALK_CF_READ)
+		return -1;
+	for (k = 0; k <= NUPP_WALK_CPCALLS; k++) {
+		if (!cf || NUPP_WALK_RD(b, NUPP_WALK_CF_READ, cf - 8))
+			return -1;
+		nres = (__s32)nupp_walk_u32(b, lo->cframe_ofs_nres + 8, 63);
+		if (nres >= 0) {
+			*hcf = cf;
+			*ra = nupp_walk_u64(b, 0, 63);
+			*spc = nupp_walk_u64(b, lo->cframe_ofs_pc + 8, 63);
+			return 0;
+		}
+		prev = nupp_walk_u64(b, lo->cframe_ofs_prev + 8, 63) & lo->cframe_rawmask;
+		if (prev <= cf)
+			return -1; /* C frames only go up the C stack */
+		cf = prev;
+		w->st.flags |= NUPP_SMP_F_CPCALL;
+	}
+	return -1;
+}
+
+/* Is the C frame cf a protected call's (SAVE_NRES < 0, see nupp_walk_helper_frame)? */
+NUPP_WALK_INLINE int nupp_walk_cpcall_frame(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 cf)
+{
+	__s32 nres = 0;
+
+	return cf && !NUPP_WALK_RD(&nres, 4, cf + lo->cframe_ofs_nres) && nres < 0;
+}
+
 /* Picks the start frame and leaf PC (§4.4) and resets the walk. Returns 0, or the walk
  * result (READ_FAULT, BAD_FRAME) when the VM state or the chosen base is unusable. */
 NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 g,
 				     const struct nupp_walk_regs *r, __u32 max_depth, __u32 how, __s32 *vmstate)
 {
-	__u64 L = 0, jit_base = 0, base = 0, stack = 0, cf = 0, spc = 0, top, lbase, ra = 0;
+	__u64 L = 0, jit_base = 0, base = 0, stack = 0, cf = 0, spc = 0, top, lbase, ra = 0, hcf = 0;
 	__u32 stacksize = 0, glo, gofs = 0, both = 0;
 	__u64 glen;
+	int interp;
 	__s32 vms = 0;
 	__s64 g2l = lo->gg_g2l, clo, chi;
 
@@ -1152,7 +1217,12 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 		w->st.flags = NUPP_SMP_F_TRACE;
 		return 0;
 	}
-	if (how == NUPP_WALK_BASE_AUTO && vms == lo->vmst_interp && r->ip >= lo->vm_begin && r->ip < lo->vm_end &&
+	/* While a trace is recorded the interpreter runs each instruction with vmstate RECORD
+	 * (trace_state sets it before lj_record_ins, lj_trace.c:745, and INTERP only when the
+	 * trace ends or aborts, lj_trace.c:791/803), its registers as always; in C code, RECORD is the recorder's own (under the protected
+	 * call of lj_trace_ins, where L->base is synced) or a helper's of the interpreter. */
+	interp = vms == lo->vmst_interp || vms == lo->vmst_record;
+	if (how == NUPP_WALK_BASE_AUTO && interp && r->ip >= lo->vm_begin && r->ip < lo->vm_end &&
 	    r->r14 == g - (__s64)lo->gg_disp2g && r->rdx > w->bot && r->rdx <= top) {
 		/* Interpreter code: BASE in rdx, PC in rbx (vm_x64.dasc:21,30-32). */
 		w->mode = NUPP_WALK_REGS;
@@ -1165,7 +1235,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	/* C, GC, EXIT, RECORD/OPT/ASM, INTERP in a C helper: L->base is synced (§4.3),
 	 * except in the few helpers called without a sync, where rbp holds BASE. */
 	w->mode = NUPP_WALK_MEM;
-	w->strict = vms == lo->vmst_interp;
+	w->strict = interp && (vms == lo->vmst_interp || !nupp_walk_cpcall_frame(w, lo, cf));
 	/* ... and in the interpreter right after such a helper returns, before BASE is
 	 * restored from rbp (lj_BC_LEN: `call extern lj_tab_len` .. `mov BASE, RB`). */
 	if (how == NUPP_WALK_BASE_RBP ||
@@ -1181,16 +1251,28 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 		w->st.flags |= NUPP_SMP_F_STRICT;
 	if (base <= w->bot || base > top || (base & 7))
 		return NUPP_WALK_BAD_FRAME;
-	if (cf && NUPP_WALK_RD(&spc, 8, cf + lo->cframe_ofs_pc))
-		spc = 0;
 	/* INTERP in a C helper that rbx does not prove: the helper was called from the
 	 * interpreter's code, whose rsp is its C frame (vm_x64.dasc: `mov L:RB->cframe, rsp`
 	 * at VM entry), so its return address lies just below it. The VM stores BASE in
 	 * L->base and PC in SAVE_PC before the calls that need them: the leaf may take
 	 * SAVE_PC then, and userspace keeps the stack only if that call site is one of them. */
-	if (how == NUPP_WALK_BASE_L && w->strict && (r->ip < lo->vm_begin || r->ip >= lo->vm_end) && cf &&
-	    spc && !NUPP_WALK_RD(&ra, 8, cf - 8) && ra >= lo->vm_begin && ra < lo->vm_end)
-		w->helper_ra = ra;
+	/* The IP may be in the VM's own code then too (lj_vm_cpcall's entry and exit,
+	 * vm_x64.dasc:646-669 and 445-452): the interpreter runs on its C frame
+	 * (rsp == cframe), so code running below it is a callee of a call made there. */
+	if (how == NUPP_WALK_BASE_L && w->strict && cf) {
+		if (nupp_walk_helper_frame(w, lo, cf, &spc, &ra, &hcf) ||
+		    ((r->ip >= lo->vm_begin && r->ip < lo->vm_end) && r->sp >= hcf))
+			spc = hcf = 0;
+		/* (SAVE_PC may be 0: vm_hotcall clears it after lj_dispatch_call, and a
+		 * helper whose call stores L->base only, such as lj_dispatch_ins, may
+		 * find it so.) */
+		if (hcf && ra >= lo->vm_begin && ra < lo->vm_end)
+			w->helper_ra = ra;
+		else
+			w->st.flags &= ~NUPP_SMP_F_CPCALL;
+	} else if (cf && NUPP_WALK_RD(&spc, 8, cf + lo->cframe_ofs_pc)) {
+		spc = 0;
+	}
 	w->frame = base - lo->tv_size;
 	w->leaf_pc[0] = r->rbx;
 	w->leaf_pc[1] = spc;

@@ -8,6 +8,7 @@
 #include <sys/mman.h>
 
 #include "nupp/lj_layout.h"
+#include "../../user/sampler_internal.h"
 
 /* -- Fake memory: reads succeed only inside the arena ------------------------- */
 
@@ -841,7 +842,7 @@ END_TEST
 
 START_TEST(walk_interp_in_a_synced_helper_uses_save_pc)
 {
-	__u64 fm, ff, b0, b1, b2, leaf, ra = 0;
+	__u64 fm, ff, b0, b1, b2, leaf, ra = 0, saved_hash;
 	__s32 vms = 0;
 	__u32 how, attempt;
 	int res = NUPP_WALK_RUN;
@@ -878,16 +879,253 @@ START_TEST(walk_interp_in_a_synced_helper_uses_save_pc)
 		ck_assert_uint_eq(w.st.depth, 3);
 		ck_assert_int_eq(w.st.frames[0].pos, 6);
 		ck_assert_int_eq(w.st.frames[1].pos, 7);
-		/* SAVE_PC outside the leaf (a stale pair): refused. */
+		saved_hash = w.hash;
+		/* SAVE_PC outside the leaf: the leaf at L->base without a position, flagged
+		 * for userspace (a stack only if that call site stored L->base and not
+		 * SAVE_PC, as vm_inshook's call of lj_dispatch_ins). */
 		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(ff, 2));
 		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_L, &vms), 0);
-		ck_assert_int_eq(nupp_walk_run(&w, lo), NUPP_WALK_BAD_FRAME);
+		ck_assert_int_eq(nupp_walk_run(&w, lo), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags,
+				  NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER | NUPP_SMP_F_NOPC);
+		ck_assert_uint_eq(w.st.callsite, ra);
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_int_eq(w.st.frames[0].pos, -1);
+		ck_assert_int_eq(w.st.frames[1].pos, 7);
+		/* ... and its stack apart from the one with a position. */
+		ck_assert_uint_ne(w.hash, saved_hash);
+		/* SAVE_PC 0 (vm_hotcall clears it after lj_dispatch_call): the same. */
+		put64(THREAD_CF + lo->cframe_ofs_pc, 0);
+		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_L, &vms), 0);
+		ck_assert_int_eq(nupp_walk_run(&w, lo), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags,
+				  NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER | NUPP_SMP_F_NOPC);
+		ck_assert_int_eq(w.st.frames[0].pos, -1);
 		/* No return address into the interpreter below its C frame: not a helper. */
 		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(leaf, 6));
 		put64(THREAD_CF - 8, 0x401000);
 		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_L, &vms), 0);
 		ck_assert_int_eq(nupp_walk_run(&w, lo), NUPP_WALK_BAD_FRAME);
 	}
+}
+END_TEST
+
+/* Walks as the sampler does: the start rules, then one retry from the base
+ * nupp_walk_retry gives; returns the result, the attempts made in *attempts. */
+static int walk_retried(const struct nupp_walk_regs *r, __u32 *attempts)
+{
+	__u32 how = NUPP_WALK_BASE_AUTO, attempt;
+	__s32 vms = 0;
+	int res = NUPP_WALK_RUN;
+
+	for (attempt = 0; attempt < 2; attempt++) {
+		res = nupp_walk_start(&w, lo, g, r, 64, how, &vms);
+		if (!res)
+			res = nupp_walk_run(&w, lo);
+		if (res == NUPP_WALK_DONE)
+			break;
+		w.result = res;
+		how = nupp_walk_retry(&w, lo, vms, attempt, r->ip);
+		if (!how)
+			break;
+	}
+	*attempts = attempt;
+	return res;
+}
+
+/* A C frame at cf made by lj_vm_cpcall on top of the C frame prev: SAVE_NRES < 0 (no Lua
+ * frame), SAVE_PC = L, SAVE_CFRAME = prev, and the return address of its `call CARG4`. */
+static void cpcall_frame(__u64 cf, __u64 prev)
+{
+	put32(cf + lo->cframe_ofs_nres, (__u32)-0x40);
+	put64(cf + lo->cframe_ofs_pc, mainL);
+	put64(cf + lo->cframe_ofs_prev, prev);
+	put64(cf - 8, lo->vm_begin + 0x40);
+}
+
+START_TEST(walk_interp_under_the_jit_compilers_protected_call_uses_the_helpers_frame)
+{
+	__u64 fm, ff, b0, b1, b2, leaf, ra = lo->vm_begin + 0x321, cp1, cp2;
+	__u32 attempts;
+
+	setup();
+	cp1 = THREAD_CF - 0x100;
+	cp2 = THREAD_CF - 0x200;
+	leaf = new_lua_fn(30, 20, NULL);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	/* vm_hotloop synced L->base and SAVE_PC and called lj_trace_hot, which started the
+	 * JIT compiler in lj_vm_cpcall (trace_start, lj_dispatch_update: vmstate INTERP). */
+	put64(mainL + lo->L_base, b2);
+	put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(leaf, 6));
+	put64(THREAD_CF - 8, ra);
+	cpcall_frame(cp1, THREAD_CF);
+	put64(mainL + lo->L_cframe, cp1);
+	{
+		struct nupp_walk_regs r = { .ip = 0x401240, .rbx = 0x55, .rbp = 0x77, .sp = THREAD_SP, .stk_top = THREAD_TOP };
+
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(attempts, 1);
+		ck_assert_uint_eq(w.st.flags,
+				  NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER | NUPP_SMP_F_CPCALL);
+		ck_assert_uint_eq(w.st.callsite, ra); /* the interpreter's call, not lj_vm_cpcall's */
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_int_eq(w.st.frames[0].pos, 6);
+		ck_assert_int_eq(w.st.frames[1].pos, 7);
+		/* A protected call inside another (two C frames without a Lua frame). */
+		cpcall_frame(cp2, cp1);
+		put64(mainL + lo->L_cframe, cp2);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.callsite, ra);
+		ck_assert_int_eq(w.st.frames[0].pos, 6);
+		/* The interpreter's SAVE_PC outside the leaf: no position, flagged. */
+		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(ff, 2));
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER |
+						  NUPP_SMP_F_CPCALL | NUPP_SMP_F_NOPC);
+		ck_assert_int_eq(w.st.frames[0].pos, -1);
+		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(leaf, 6));
+		/* No return address into the interpreter below the frame the helper ran on
+		 * (the protected call came from host code): refused. */
+		put64(THREAD_CF - 8, 0x401000);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+		put64(THREAD_CF - 8, ra);
+		/* A protected call's frame with no C frame below it, or with one below it on
+		 * the C stack (garbage: links go up the C stack): refused. */
+		put64(cp1 + lo->cframe_ofs_prev, 0);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+		put64(cp1 + lo->cframe_ofs_prev, cp2 - 0x100);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+		/* Three in a row: more than the walker follows, refused. */
+		cpcall_frame(cp1, THREAD_CF - 0x80);
+		cpcall_frame(THREAD_CF - 0x80, THREAD_CF);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+		/* The interpreter's own C frame (SAVE_NRES >= 0: vm_pcall's nres1): as before,
+		 * its SAVE_PC and return address, no protected call. */
+		put64(mainL + lo->L_cframe, THREAD_CF);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER);
+		ck_assert_uint_eq(w.st.callsite, ra);
+	}
+	{
+		/* In the VM's own code below the interpreter's C frame: lj_vm_cpcall's entry
+		 * (saveregs done, L->cframe not yet linked) or vm_leave_cp (unlinked): a callee
+		 * of the interpreter's call at ra, as a C helper. */
+		struct nupp_walk_regs r = { .ip = lo->vm_begin + 0x80, .rbx = 0x55, .rdx = 0x99, .rbp = 0x77,
+					    .sp = cp1 - 0x40, .stk_top = THREAD_TOP };
+
+		r.r14 = g - (__s64)lo->gg_disp2g;
+		put64(mainL + lo->L_cframe, THREAD_CF);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER);
+		ck_assert_uint_eq(w.st.callsite, ra);
+		ck_assert_int_eq(w.st.frames[0].pos, 6);
+		/* vm_leave_cp before it unlinks: on the protected call's frame, below the
+		 * interpreter's. */
+		cpcall_frame(cp1, THREAD_CF);
+		put64(mainL + lo->L_cframe, cp1);
+		r.sp = cp1;
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags,
+				  NUPP_SMP_F_LBASE | NUPP_SMP_F_STRICT | NUPP_SMP_F_HELPER | NUPP_SMP_F_CPCALL);
+		ck_assert_uint_eq(w.st.callsite, ra);
+		/* The interpreter itself on its C frame (rsp == cframe): [cframe-8] is the
+		 * return address of a call that returned, the leaf is unproven. */
+		put64(mainL + lo->L_cframe, THREAD_CF);
+		r.sp = THREAD_CF;
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+	}
+}
+END_TEST
+
+START_TEST(walk_while_recording_a_trace)
+{
+	__u64 fm, ff, b0, b1, b2, leaf, ra = lo->vm_begin + 0x321, cp1;
+	__u32 attempts;
+
+	setup();
+	cp1 = THREAD_CF - 0x100;
+	leaf = new_lua_fn(30, 20, NULL);
+	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
+	put32(g + lo->g_vmstate, (__u32)lo->vmst_record);
+	put64(mainL + lo->L_base, b1); /* synced before f's CALL, stale since */
+	put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(ff, 7));
+	put64(mainL + lo->L_cframe, THREAD_CF);
+	{
+		/* The interpreter runs the recorded instruction with vmstate RECORD: its
+		 * registers are the frame (L->base would give f, not the leaf). */
+		struct nupp_walk_regs r = regs_interp(b2, ret_pc(leaf, 5));
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_REGS);
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_int_eq(w.st.frames[0].pos, 5);
+		ck_assert_int_eq(w.st.frames[1].pos, 7);
+	}
+	{
+		/* A C helper of the interpreter while recording (lj_tab_getinth: rbp clobbered,
+		 * L->base stale, no synced call site): as with INTERP, the stale base is
+		 * refused, not walked as f's stack. */
+		struct nupp_walk_regs r = { .ip = 0x401240, .rbx = 0x55, .rbp = 0x77, .sp = THREAD_SP, .stk_top = THREAD_TOP };
+
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+		/* The recorder itself (lj_record_ins under lj_trace_ins's protected call, after
+		 * lj_dispatch_ins synced L->base): walked from L->base. */
+		put64(mainL + lo->L_base, b2);
+		put64(THREAD_CF + lo->cframe_ofs_pc, ret_pc(leaf, 6));
+		put64(THREAD_CF - 8, ra);
+		cpcall_frame(cp1, THREAD_CF);
+		put64(mainL + lo->L_cframe, cp1);
+		ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+		ck_assert_uint_eq(attempts, 0);
+		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_LBASE);
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_int_eq(w.st.frames[1].pos, 7);
+	}
+}
+END_TEST
+
+START_TEST(helper_samples_are_kept_by_what_their_call_site_stored)
+{
+	struct nupp_smp_stack st;
+
+	/* Call sites of the interpreter (vm_x64.dasc) by their callee. */
+	ck_assert_int_eq(nupp_smp_sync_of("lj_tab_newkey", false), NUPP_SMP_SYNC_BOTH);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_trace_hot", false), NUPP_SMP_SYNC_BOTH);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_tab_getinth", false), NUPP_SMP_SYNC_NONE);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_tab_getinth", true), NUPP_SMP_SYNC_NONE);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_ccallback_leave", false), NUPP_SMP_SYNC_NONE);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_trace_exit", true), NUPP_SMP_SYNC_NONE);
+	/* vm_inshook stores L->base, lj_dispatch_ins stores SAVE_PC itself, before any
+	 * protected call it makes (lj_trace_ins). */
+	ck_assert_int_eq(nupp_smp_sync_of("lj_dispatch_ins", false), NUPP_SMP_SYNC_BASE);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_dispatch_ins", true), NUPP_SMP_SYNC_BOTH);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_dispatch_stitch", true), NUPP_SMP_SYNC_BOTH);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_func_closeuv", false), NUPP_SMP_SYNC_BASE);
+	ck_assert_int_eq(nupp_smp_sync_of("lj_func_closeuv", true), NUPP_SMP_SYNC_BASE);
+
+	memset(&st, 0, sizeof(st));
+	st.depth = 2;
+	st.frames[0].kind = NUPP_SMP_LUA;
+	st.frames[0].pos = 6;
+	st.frames[1].kind = NUPP_SMP_LUA;
+	st.frames[1].pos = 7;
+	st.flags = NUPP_SMP_F_HELPER;
+	ck_assert(!nupp_smp_helper_keep(&st, NUPP_SMP_SYNC_NONE));
+	ck_assert(nupp_smp_helper_keep(&st, NUPP_SMP_SYNC_BOTH));
+	ck_assert_int_eq(st.frames[0].pos, 6);
+	/* L->base only: the leaf, without the position SAVE_PC gave. */
+	ck_assert(nupp_smp_helper_keep(&st, NUPP_SMP_SYNC_BASE));
+	ck_assert_int_eq(st.frames[0].pos, -1);
+	ck_assert_int_eq(st.frames[1].pos, 7);
+	/* SAVE_PC outside the leaf (NOPC): a stack only if SAVE_PC was not stored. */
+	st.flags |= NUPP_SMP_F_NOPC;
+	ck_assert(!nupp_smp_helper_keep(&st, NUPP_SMP_SYNC_BOTH));
+	ck_assert(nupp_smp_helper_keep(&st, NUPP_SMP_SYNC_BASE));
+	/* A fast function's leaf has no position to drop. */
+	st.frames[0].kind = NUPP_SMP_FF;
+	st.frames[0].ptr = 44;
+	ck_assert(nupp_smp_helper_keep(&st, NUPP_SMP_SYNC_BASE));
+	ck_assert_uint_eq(st.frames[0].ptr, 44);
 }
 END_TEST
 
@@ -1360,6 +1598,9 @@ int main(void)
 	tcase_add_test(tc, walk_deep_stack_keeps_its_leaf_most_frames);
 	tcase_add_test(tc, walk_thread_not_running_the_vm_is_host_code);
 	tcase_add_test(tc, walk_interp_in_a_synced_helper_uses_save_pc);
+	tcase_add_test(tc, walk_interp_under_the_jit_compilers_protected_call_uses_the_helpers_frame);
+	tcase_add_test(tc, walk_while_recording_a_trace);
+	tcase_add_test(tc, helper_samples_are_kept_by_what_their_call_site_stored);
 	tcase_add_test(tc, walk_interp_in_c_helper_uses_rbp_then_l_base);
 	tcase_add_test(tc, walk_vm_call_entry_and_returned_function_value);
 	tcase_add_test(tc, walk_deep_recursion_reads_each_thing_once);
