@@ -19,7 +19,10 @@
 #include "lj_bc.h"
 #include "lj_ir.h"
 
-#define TR_BUCKETS 1024
+/* Traces of one process by address: thousands a second are made on a program that
+ * fills the machine-code area, and a freed one stays until no later sample can see it. */
+#define TR_BUCKET_BITS 14
+#define TR_BUCKETS (1u << TR_BUCKET_BITS)
 #define TR_MAX_SNAP 4096
 #define TR_MAX_SNAPMAP (1u << 20)
 #define TR_MAX_INL 16 /* inlined frames kept per snapshot */
@@ -113,15 +116,18 @@ struct nupp_traces {
 	__u32 nbyno;
 	struct nupp_sym *sym; /* prototypes' copies, or NULL (nupp_traces_set_sym) */
 	/* Entry allocations freed, kept for the next trace_stop events (a target that
-	 * compiles without pause sends thousands a second): per power-of-two size class. */
+	 * compiles without pause sends thousands a second, and a flush frees as many at
+	 * once): per power-of-two size class, a list through the blocks themselves. */
 	struct {
-		void *free[64];
-		int n;
+		void *head;
+		__u32 n;
 	} pool[6];
 };
 
 /* Smallest size class of the entry pool. */
 #define TR_POOL_MIN 1024
+/* Bytes of free blocks the pool keeps per size class. */
+#define TR_POOL_KEEP (2u << 20)
 
 /* Index of the snapshot whose code holds mcode offset ofs (lj_trace.c:1040-1045). */
 int nupp_snap_search(const __u16 *mcofs, __u32 nsnap, __u32 ofs)
@@ -208,8 +214,13 @@ static void *tr_block_get(struct nupp_traces *t, size_t size, __u8 *pool)
 	for (c = 0; c < (int)NUPP_ARRAY_SIZE(t->pool); c++)
 		if (size <= (size_t)TR_POOL_MIN << c) {
 			*pool = (__u8)(c + 1);
-			if (t->pool[c].n)
-				return t->pool[c].free[--t->pool[c].n];
+			if (t->pool[c].head) {
+				void *b = t->pool[c].head;
+
+				memcpy(&t->pool[c].head, b, sizeof(void *));
+				t->pool[c].n--;
+				return b;
+			}
 			return malloc((size_t)TR_POOL_MIN << c);
 		}
 	*pool = 0;
@@ -219,10 +230,13 @@ static void *tr_block_get(struct nupp_traces *t, size_t size, __u8 *pool)
 /* Gives a block back to the pool (or frees it). */
 static void tr_block_put(struct nupp_traces *t, void *b, __u8 pool)
 {
-	if (pool && t->pool[pool - 1].n < (int)NUPP_ARRAY_SIZE(t->pool[0].free))
-		t->pool[pool - 1].free[t->pool[pool - 1].n++] = b;
-	else
+	if (pool && ((size_t)t->pool[pool - 1].n + 1) * ((size_t)TR_POOL_MIN << (pool - 1)) <= TR_POOL_KEEP) {
+		memcpy(b, &t->pool[pool - 1].head, sizeof(void *));
+		t->pool[pool - 1].head = b;
+		t->pool[pool - 1].n++;
+	} else {
 		free(b);
+	}
 }
 
 /* Frees one entry (its facts released if it is still alive). */
@@ -245,7 +259,7 @@ void nupp_traces_free(struct nupp_traces *t)
 
 	if (!t)
 		return;
-	for (i = 0; i < TR_BUCKETS; i++)
+	for (i = 0; i < (int)TR_BUCKETS; i++)
 		while (t->b[i]) {
 			struct tr_entry *e = t->b[i];
 
@@ -260,8 +274,12 @@ void nupp_traces_free(struct nupp_traces *t)
 			tr_fact_free(f);
 		}
 	for (i = 0; i < (int)NUPP_ARRAY_SIZE(t->pool); i++)
-		while (t->pool[i].n)
-			free(t->pool[i].free[--t->pool[i].n]);
+		while (t->pool[i].head) {
+			void *b = t->pool[i].head;
+
+			memcpy(&t->pool[i].head, b, sizeof(void *));
+			free(b);
+		}
 	free(t->byno);
 	free(t);
 }
@@ -269,7 +287,7 @@ void nupp_traces_free(struct nupp_traces *t)
 /* Bucket of a GCtrace*. */
 static unsigned tr_bucket(__u64 T)
 {
-	return (unsigned)((T >> 3) * 0x9e3779b97f4a7c15ull >> 54) & (TR_BUCKETS - 1);
+	return (unsigned)((T >> 3) * 0x9e3779b97f4a7c15ull >> (64 - TR_BUCKET_BITS)) & (TR_BUCKETS - 1);
 }
 
 /* Reads a field of width w (1, 2, 4, 8) at offset ofs of a copied struct. */
@@ -1142,7 +1160,7 @@ void nupp_traces_kill(struct nupp_traces *t, __u64 T, __u64 gen)
 
 	/* One trace: its bucket only (a target that compiles without pause frees
 	 * thousands of traces between two drains). */
-	for (i = T ? (int)tr_bucket(T) : 0; i < (T ? (int)tr_bucket(T) + 1 : TR_BUCKETS); i++)
+	for (i = T ? (int)tr_bucket(T) : 0; i < (T ? (int)tr_bucket(T) + 1 : (int)TR_BUCKETS); i++)
 		for (struct tr_entry *e = t->b[i]; e; e = e->next)
 			if ((!T || e->T == T) && e->hi == TR_ALIVE) {
 				e->hi = gen > e->lo ? gen : e->lo;
@@ -1157,7 +1175,7 @@ void nupp_traces_purge(struct nupp_traces *t, __u64 gen)
 {
 	int i;
 
-	for (i = 0; i < TR_BUCKETS; i++) {
+	for (i = 0; i < (int)TR_BUCKETS; i++) {
 		struct tr_entry **pp = &t->b[i];
 
 		while (*pp) {
