@@ -368,6 +368,78 @@ START_TEST(trace_copy_names_as_the_live_trace)
 }
 END_TEST
 
+/* A copy not decoded yet when its trace is freed: a sample taken while it lived is named
+ * from the copy (decoded then, nothing read), a sample after the free is refused, never
+ * named by it. Purged, its block goes back to the pool; the next incarnation built in that
+ * block names its own samples exactly as before and refuses the older generations'. */
+START_TEST(trace_copy_freed_before_decode_and_pooled)
+{
+	lua_State *L = luaL_newstate();
+	static struct nupp_smp_trace_event ev;
+	GCproto *phot;
+	jit_State *J;
+	GCtrace *T = NULL;
+	struct nupp_traces *live, *copy;
+	struct nupp_smp_stack st;
+	struct nupp_smp_frame a[NUPP_SMP_MAX_DEPTH + 16], b[NUPP_SMP_MAX_DEPTH + 16];
+	size_t size;
+	TraceNo i;
+	int na, k;
+
+	luaL_openlibs(L);
+	ck_assert_int_eq(luaL_loadbuffer(L, chunk, strlen(chunk), "=snaptest"), 0);
+	ck_assert_int_eq(lua_pcall(L, 0, 2, 0), 0);
+	phot = funcproto((GCfunc *)lua_topointer(L, 1));
+	J = G2J(G(L));
+	for (i = 1; i < J->sizetrace; i++) {
+		GCtrace *t = traceref(J, i);
+
+		if (t && gcref(t->startpt) == obj2gco(phot) && t->linktype == LJ_TRLINK_LOOP)
+			T = t;
+	}
+	ck_assert_msg(T != NULL, "no loop trace for hot()");
+	size = make_event(T, &ev);
+	live = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
+	copy = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
+	ck_assert_int_eq(nupp_traces_add(live, (__u64)(uintptr_t)T, T->traceno, 0), 0);
+	memset(&st, 0, sizeof(st));
+	st.depth = 1;
+	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
+	st.traceno = T->traceno;
+	st.trace = (__u64)(uintptr_t)T;
+	st.mcode = (__u64)(uintptr_t)T->mcode;
+	st.frames[0] = lua_frame(phot, -1);
+	st.mcofs = T->snap[T->nsnap - 1].mcofs;
+	na = nupp_traces_expand(live, &st, a, NUPP_SMP_MAX_DEPTH);
+	ck_assert_int_ge(na, 1);
+	fail_reads = 1; /* from here on the target cannot be read: only copies name */
+	for (k = 0; k < 2; k++) {
+		/* Born at generation 10k (pooled block the second time), freed at 10k + 5. */
+		ev.h.pgen = 10 * (__u64)k;
+		ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
+		nupp_traces_kill(copy, (__u64)(uintptr_t)T, ev.h.pgen + 5);
+		/* After the free: refused (the copy is not asked, the live read fails). */
+		st.pgen = ev.h.pgen + 5;
+		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+		/* Before its birth (the first incarnation's time, or none): refused too. */
+		if (k) {
+			st.pgen = 4;
+			ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+		}
+		/* While it lived: decoded now from the copy, as the live trace names it. */
+		st.pgen = ev.h.pgen + 4;
+		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
+		ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
+		nupp_traces_purge(copy, ev.h.pgen + 5);
+		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	}
+	fail_reads = 0;
+	nupp_traces_free(live);
+	nupp_traces_free(copy);
+	lua_close(L);
+}
+END_TEST
+
 /* Multi-line `if`s taken either way, `while` and `repeat` loops: a comparison's snapshot
  * resumes at the branch the trace does not take; its code executes the comparison. */
 static const char *chunk_if =
@@ -471,4 +543,4 @@ END_TEST
 
 NUPP_CHECK_MAIN("snapshot", 0, false, false, snap_search_is_rightmost_le,
 		trace_snapshots_give_lines_and_inlined_frames, trace_copy_names_as_the_live_trace,
-		comparison_snapshots_name_the_comparison)
+		trace_copy_freed_before_decode_and_pooled, comparison_snapshots_name_the_comparison)
