@@ -72,7 +72,8 @@ struct tr_snap {
 
 /* One decoded trace. */
 struct tr_entry {
-	struct tr_entry *next;
+	struct tr_entry *next;         /* in its bucket */
+	struct tr_entry *lprev, *lnext; /* in the live list, or once freed the dead list */
 	__u64 T, mcode;
 	__u32 traceno, nsnap;
 	/* The prototype generations [lo, hi) whose samples saw this trace (hi = TR_ALIVE
@@ -108,6 +109,9 @@ struct nupp_traces {
 	nupp_read_fn read;
 	void *read_ctx;
 	struct tr_entry *b[TR_BUCKETS];
+	/* Every entry is in one of two lists: alive (a flush kills these, not every bucket),
+	 * or freed and waiting for its purge. */
+	struct tr_entry *live, *dead;
 	struct tr_fact *facts[TR_FACT_BUCKETS];
 	__u64 nfacts, ndecodes;
 	/* The live (decoded, not freed) entry of each trace number, for side traces'
@@ -911,6 +915,28 @@ static int tr_copy(struct nupp_traces *t, struct tr_dec *d, __u64 ir, __u64 snap
 	return 0;
 }
 
+/* Puts e at the head of list *head. */
+static void tr_list_add(struct tr_entry **head, struct tr_entry *e)
+{
+	e->lprev = NULL;
+	e->lnext = *head;
+	if (*head)
+		(*head)->lprev = e;
+	*head = e;
+}
+
+/* Takes e out of list *head. */
+static void tr_list_del(struct tr_entry **head, struct tr_entry *e)
+{
+	if (e->lprev)
+		e->lprev->lnext = e->lnext;
+	else
+		*head = e->lnext;
+	if (e->lnext)
+		e->lnext->lprev = e->lprev;
+	e->lprev = e->lnext = NULL;
+}
+
 /* Records e as the live entry of its trace number. */
 static void tr_byno_set(struct nupp_traces *t, struct tr_entry *e)
 {
@@ -928,6 +954,15 @@ static void tr_byno_set(struct nupp_traces *t, struct tr_entry *e)
 		t->nbyno = n;
 	}
 	t->byno[e->traceno] = e;
+}
+
+/* Makes a new live entry known: its bucket, the live list, its trace number. */
+static void tr_insert(struct nupp_traces *t, struct tr_entry *e)
+{
+	e->next = t->b[tr_bucket(e->T)];
+	t->b[tr_bucket(e->T)] = e;
+	tr_list_add(&t->live, e);
+	tr_byno_set(t, e);
 }
 
 /* A new entry for trace T (header hdr) made at generation born, not decoded, with extra
@@ -1056,9 +1091,7 @@ static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int
 		tr_entry_free(t, e);
 		return err;
 	}
-	e->next = t->b[tr_bucket(T)];
-	t->b[tr_bucket(T)] = e;
-	tr_byno_set(t, e);
+	tr_insert(t, e);
 	return 0;
 }
 
@@ -1101,9 +1134,7 @@ int nupp_traces_add_event(struct nupp_traces *t, const void *data, size_t size)
 	memcpy(e->fns, fns, ev->nfn * sizeof(*e->fns));
 	e->rawsize = ev->size;
 	e->nfn = ev->nfn;
-	e->next = t->b[tr_bucket(e->T)];
-	t->b[tr_bucket(e->T)] = e;
-	tr_byno_set(t, e);
+	tr_insert(t, e);
 	return 0;
 }
 
@@ -1153,41 +1184,53 @@ static int tr_decode_raw(struct nupp_traces *t, struct tr_entry *e)
 	return err;
 }
 
+/* Ends live entry e at generation gen: it names only the samples before. */
+static void tr_kill(struct nupp_traces *t, struct tr_entry *e, __u64 gen)
+{
+	e->hi = gen > e->lo ? gen : e->lo;
+	tr_entry_release(t, e);
+	if (e->traceno < t->nbyno && t->byno[e->traceno] == e)
+		t->byno[e->traceno] = NULL;
+	tr_list_del(&t->live, e);
+	tr_list_add(&t->dead, e);
+}
+
 /* Marks T (or every trace if T == 0) as freed, ending generation gen. */
 void nupp_traces_kill(struct nupp_traces *t, __u64 T, __u64 gen)
 {
-	int i;
+	struct tr_entry *e, *nx;
 
+	if (!T) {
+		/* A flush: every live entry (a target that flushes hundreds of times). */
+		while (t->live)
+			tr_kill(t, t->live, gen);
+		return;
+	}
 	/* One trace: its bucket only (a target that compiles without pause frees
 	 * thousands of traces between two drains). */
-	for (i = T ? (int)tr_bucket(T) : 0; i < (T ? (int)tr_bucket(T) + 1 : (int)TR_BUCKETS); i++)
-		for (struct tr_entry *e = t->b[i]; e; e = e->next)
-			if ((!T || e->T == T) && e->hi == TR_ALIVE) {
-				e->hi = gen > e->lo ? gen : e->lo;
-				tr_entry_release(t, e);
-				if (e->traceno < t->nbyno && t->byno[e->traceno] == e)
-					t->byno[e->traceno] = NULL;
-			}
+	for (e = t->b[tr_bucket(T)]; e; e = nx) {
+		nx = e->next;
+		if (e->T == T && e->hi == TR_ALIVE)
+			tr_kill(t, e, gen);
+	}
 }
 
-/* Drops the entries freed at or before generation gen (no later sample saw them). */
+/* Drops the entries freed at or before generation gen (no later sample saw them): the
+ * dead list only, not every bucket. */
 void nupp_traces_purge(struct nupp_traces *t, __u64 gen)
 {
-	int i;
+	struct tr_entry *e, *nx, **pp;
 
-	for (i = 0; i < (int)TR_BUCKETS; i++) {
-		struct tr_entry **pp = &t->b[i];
-
-		while (*pp) {
-			struct tr_entry *e = *pp;
-
-			if (e->hi != TR_ALIVE && e->hi <= gen) {
-				*pp = e->next;
-				tr_entry_free(t, e);
-			} else {
-				pp = &e->next;
-			}
-		}
+	for (e = t->dead; e; e = nx) {
+		nx = e->lnext;
+		if (e->hi > gen)
+			continue;
+		for (pp = &t->b[tr_bucket(e->T)]; *pp && *pp != e; pp = &(*pp)->next)
+			;
+		if (*pp)
+			*pp = e->next;
+		tr_list_del(&t->dead, e);
+		tr_entry_free(t, e);
 	}
 }
 

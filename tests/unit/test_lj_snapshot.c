@@ -414,10 +414,11 @@ START_TEST(trace_copy_freed_before_decode_and_pooled)
 	ck_assert_int_ge(na, 1);
 	fail_reads = 1; /* from here on the target cannot be read: only copies name */
 	for (k = 0; k < 2; k++) {
-		/* Born at generation 10k (pooled block the second time), freed at 10k + 5. */
+		/* Born at generation 10k (pooled block the second time), freed at 10k + 5: by
+		 * its own free, then by a flush. */
 		ev.h.pgen = 10 * (__u64)k;
 		ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
-		nupp_traces_kill(copy, (__u64)(uintptr_t)T, ev.h.pgen + 5);
+		nupp_traces_kill(copy, k ? 0 : (__u64)(uintptr_t)T, ev.h.pgen + 5);
 		/* After the free: refused (the copy is not asked, the live read fails). */
 		st.pgen = ev.h.pgen + 5;
 		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
@@ -430,6 +431,9 @@ START_TEST(trace_copy_freed_before_decode_and_pooled)
 		st.pgen = ev.h.pgen + 4;
 		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
 		ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
+		/* Kept until the purge passes its free. */
+		nupp_traces_purge(copy, ev.h.pgen + 4);
+		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
 		nupp_traces_purge(copy, ev.h.pgen + 5);
 		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
 	}
