@@ -121,9 +121,10 @@ struct nupp_traces {
 	struct nupp_sym *sym; /* prototypes' copies, or NULL (nupp_traces_set_sym) */
 	/* Entry allocations freed, kept for the next trace_stop events (a target that
 	 * compiles without pause sends thousands a second, and a flush frees as many at
-	 * once): per power-of-two size class, a list through the blocks themselves. */
+	 * once): per power-of-two size class, up to TR_POOL_KEEP bytes of them (their
+	 * addresses kept here: taking one does not touch its cold memory). */
 	struct {
-		void *head;
+		void **free;
 		__u32 n;
 	} pool[6];
 };
@@ -218,13 +219,8 @@ static void *tr_block_get(struct nupp_traces *t, size_t size, __u8 *pool)
 	for (c = 0; c < (int)NUPP_ARRAY_SIZE(t->pool); c++)
 		if (size <= (size_t)TR_POOL_MIN << c) {
 			*pool = (__u8)(c + 1);
-			if (t->pool[c].head) {
-				void *b = t->pool[c].head;
-
-				memcpy(&t->pool[c].head, b, sizeof(void *));
-				t->pool[c].n--;
-				return b;
-			}
+			if (t->pool[c].n)
+				return t->pool[c].free[--t->pool[c].n];
 			return malloc((size_t)TR_POOL_MIN << c);
 		}
 	*pool = 0;
@@ -234,13 +230,14 @@ static void *tr_block_get(struct nupp_traces *t, size_t size, __u8 *pool)
 /* Gives a block back to the pool (or frees it). */
 static void tr_block_put(struct nupp_traces *t, void *b, __u8 pool)
 {
-	if (pool && ((size_t)t->pool[pool - 1].n + 1) * ((size_t)TR_POOL_MIN << (pool - 1)) <= TR_POOL_KEEP) {
-		memcpy(b, &t->pool[pool - 1].head, sizeof(void *));
-		t->pool[pool - 1].head = b;
-		t->pool[pool - 1].n++;
-	} else {
+	size_t keep = pool ? TR_POOL_KEEP / ((size_t)TR_POOL_MIN << (pool - 1)) : 0;
+
+	if (pool && !t->pool[pool - 1].free)
+		t->pool[pool - 1].free = malloc(keep * sizeof(void *));
+	if (pool && t->pool[pool - 1].free && t->pool[pool - 1].n < keep)
+		t->pool[pool - 1].free[t->pool[pool - 1].n++] = b;
+	else
 		free(b);
-	}
 }
 
 /* Frees one entry (its facts released if it is still alive). */
@@ -277,13 +274,11 @@ void nupp_traces_free(struct nupp_traces *t)
 			t->facts[i] = f->next;
 			tr_fact_free(f);
 		}
-	for (i = 0; i < (int)NUPP_ARRAY_SIZE(t->pool); i++)
-		while (t->pool[i].head) {
-			void *b = t->pool[i].head;
-
-			memcpy(&t->pool[i].head, b, sizeof(void *));
-			free(b);
-		}
+	for (i = 0; i < (int)NUPP_ARRAY_SIZE(t->pool); i++) {
+		while (t->pool[i].n)
+			free(t->pool[i].free[--t->pool[i].n]);
+		free(t->pool[i].free);
+	}
 	free(t->byno);
 	free(t);
 }
@@ -1184,15 +1179,14 @@ static int tr_decode_raw(struct nupp_traces *t, struct tr_entry *e)
 	return err;
 }
 
-/* Ends live entry e at generation gen: it names only the samples before. */
-static void tr_kill(struct nupp_traces *t, struct tr_entry *e, __u64 gen)
+/* Ends live entry e at generation gen: it names only the samples before (its list is
+ * the caller's to change). */
+static void tr_end(struct nupp_traces *t, struct tr_entry *e, __u64 gen)
 {
 	e->hi = gen > e->lo ? gen : e->lo;
 	tr_entry_release(t, e);
 	if (e->traceno < t->nbyno && t->byno[e->traceno] == e)
 		t->byno[e->traceno] = NULL;
-	tr_list_del(&t->live, e);
-	tr_list_add(&t->dead, e);
 }
 
 /* Marks T (or every trace if T == 0) as freed, ending generation gen. */
@@ -1201,17 +1195,32 @@ void nupp_traces_kill(struct nupp_traces *t, __u64 T, __u64 gen)
 	struct tr_entry *e, *nx;
 
 	if (!T) {
-		/* A flush: every live entry (a target that flushes hundreds of times). */
-		while (t->live)
-			tr_kill(t, t->live, gen);
+		/* A flush: every live entry (a target that flushes hundreds of times), the
+		 * whole list put before the dead ones at once. */
+		struct tr_entry *last = NULL;
+
+		for (e = t->live; e; e = e->lnext) {
+			tr_end(t, e, gen);
+			last = e;
+		}
+		if (last) {
+			last->lnext = t->dead;
+			if (t->dead)
+				t->dead->lprev = last;
+			t->dead = t->live;
+			t->live = NULL;
+		}
 		return;
 	}
 	/* One trace: its bucket only (a target that compiles without pause frees
 	 * thousands of traces between two drains). */
 	for (e = t->b[tr_bucket(T)]; e; e = nx) {
 		nx = e->next;
-		if (e->T == T && e->hi == TR_ALIVE)
-			tr_kill(t, e, gen);
+		if (e->T == T && e->hi == TR_ALIVE) {
+			tr_end(t, e, gen);
+			tr_list_del(&t->live, e);
+			tr_list_add(&t->dead, e);
+		}
 	}
 }
 

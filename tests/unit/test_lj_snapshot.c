@@ -437,6 +437,26 @@ START_TEST(trace_copy_freed_before_decode_and_pooled)
 		nupp_traces_purge(copy, ev.h.pgen + 5);
 		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
 	}
+	/* Two incarnations at once, one freed, then a flush while the freed one waits for its
+	 * purge: each names only its own generations, and each purge drops only its own. */
+	ev.h.pgen = 20;
+	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
+	nupp_traces_kill(copy, (__u64)(uintptr_t)T, 25);
+	ev.h.pgen = 30;
+	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
+	nupp_traces_kill(copy, 0, 35);
+	st.pgen = 24;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
+	st.pgen = 27;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	nupp_traces_purge(copy, 25);
+	st.pgen = 24;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	st.pgen = 34;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
+	ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
+	nupp_traces_purge(copy, 35);
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
 	fail_reads = 0;
 	nupp_traces_free(live);
 	nupp_traces_free(copy);
