@@ -1146,7 +1146,7 @@ static void sym_cfunc(struct nupp_sym *s, __u64 addr, char *buf, size_t size)
 
 	for (c = s->cfuncs[b]; c; c = c->next)
 		if (c->addr == addr) {
-			snprintf(buf, size, "%s", c->name);
+			sym_join(buf, size, c->name, 0, NULL);
 			return;
 		}
 	snprintf(buf, size, "@%#llx", (unsigned long long)addr);
