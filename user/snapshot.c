@@ -72,7 +72,7 @@ struct tr_snap {
 
 /* One decoded trace. */
 struct tr_entry {
-	struct tr_entry *next;         /* in its bucket */
+	struct tr_entry *next, **pnext; /* in its bucket (pnext: the pointer to it there) */
 	struct tr_entry *lprev, *lnext; /* in the live list, or once freed the dead list */
 	__u64 T, mcode;
 	__u32 traceno, nsnap;
@@ -110,8 +110,9 @@ struct nupp_traces {
 	void *read_ctx;
 	struct tr_entry *b[TR_BUCKETS];
 	/* Every entry is in one of two lists: alive (a flush kills these, not every bucket),
-	 * or freed and waiting for its purge. */
-	struct tr_entry *live, *dead;
+	 * or freed and waiting for its purge, in the order of the frees (a purge stops at the
+	 * first one freed after its generation). */
+	struct tr_entry *live, *dead, *dead_tail;
 	struct tr_fact *facts[TR_FACT_BUCKETS];
 	__u64 nfacts, ndecodes;
 	/* The live (decoded, not freed) entry of each trace number, for side traces'
@@ -954,8 +955,13 @@ static void tr_byno_set(struct nupp_traces *t, struct tr_entry *e)
 /* Makes a new live entry known: its bucket, the live list, its trace number. */
 static void tr_insert(struct nupp_traces *t, struct tr_entry *e)
 {
-	e->next = t->b[tr_bucket(e->T)];
-	t->b[tr_bucket(e->T)] = e;
+	struct tr_entry **head = &t->b[tr_bucket(e->T)];
+
+	e->next = *head;
+	if (e->next)
+		e->next->pnext = &e->next;
+	e->pnext = head;
+	*head = e;
 	tr_list_add(&t->live, e);
 	tr_byno_set(t, e);
 }
@@ -1204,10 +1210,12 @@ void nupp_traces_kill(struct nupp_traces *t, __u64 T, __u64 gen)
 			last = e;
 		}
 		if (last) {
-			last->lnext = t->dead;
-			if (t->dead)
-				t->dead->lprev = last;
-			t->dead = t->live;
+			t->live->lprev = t->dead_tail;
+			if (t->dead_tail)
+				t->dead_tail->lnext = t->live;
+			else
+				t->dead = t->live;
+			t->dead_tail = last;
 			t->live = NULL;
 		}
 		return;
@@ -1219,26 +1227,32 @@ void nupp_traces_kill(struct nupp_traces *t, __u64 T, __u64 gen)
 		if (e->T == T && e->hi == TR_ALIVE) {
 			tr_end(t, e, gen);
 			tr_list_del(&t->live, e);
-			tr_list_add(&t->dead, e);
+			e->lprev = t->dead_tail;
+			if (t->dead_tail)
+				t->dead_tail->lnext = e;
+			else
+				t->dead = e;
+			t->dead_tail = e;
 		}
 	}
 }
 
-/* Drops the entries freed at or before generation gen (no later sample saw them): the
- * dead list only, not every bucket. */
+/* Drops the entries freed at or before generation gen (no later sample saw them), oldest
+ * free first, up to the first freed after gen: one freed out of order behind it waits
+ * for a later purge (it names no sample of gen or later meanwhile). */
 void nupp_traces_purge(struct nupp_traces *t, __u64 gen)
 {
-	struct tr_entry *e, *nx, **pp;
+	struct tr_entry *e;
 
-	for (e = t->dead; e; e = nx) {
-		nx = e->lnext;
-		if (e->hi > gen)
-			continue;
-		for (pp = &t->b[tr_bucket(e->T)]; *pp && *pp != e; pp = &(*pp)->next)
-			;
-		if (*pp)
-			*pp = e->next;
-		tr_list_del(&t->dead, e);
+	while ((e = t->dead) && e->hi <= gen) {
+		t->dead = e->lnext;
+		if (t->dead)
+			t->dead->lprev = NULL;
+		else
+			t->dead_tail = NULL;
+		*e->pnext = e->next;
+		if (e->next)
+			e->next->pnext = e->pnext;
 		tr_entry_free(t, e);
 	}
 }
