@@ -96,8 +96,11 @@ struct tr_entry {
 	unsigned char *raw;
 	__u32 rawsize, nfn;
 	struct nupp_smp_trace_fn *fns;
-	bool inline_raw; /* raw and fns live in the entry's own allocation (one malloc) */
-	__u8 pool;       /* size class + 1 of that allocation (tr_block_get), 0: malloc'ed */
+	/* raw and fns live in blk, a pooled block of its own (the entry is small and
+	 * separate: frees and purges of thousands a second touch only entries). */
+	bool inline_raw;
+	void *blk;
+	__u8 pool;       /* size class + 1 of blk (tr_block_get), 0: malloc'ed */
 	int failed; /* the decode failed: its samples cannot be named */
 };
 
@@ -130,7 +133,7 @@ struct nupp_traces {
 	} pool[6];
 };
 
-/* Smallest size class of the entry pool. */
+/* Smallest size class of the pool of copies. */
 #define TR_POOL_MIN 1024
 /* Bytes of free blocks the pool keeps per size class. */
 #define TR_POOL_KEEP (2u << 20)
@@ -251,7 +254,9 @@ static void tr_entry_free(struct nupp_traces *t, struct tr_entry *e)
 		free(e->raw);
 		free(e->fns);
 	}
-	tr_block_put(t, e, e->pool);
+	if (e->blk)
+		tr_block_put(t, e->blk, e->pool);
+	free(e);
 }
 
 /* Frees the cache. */
@@ -966,19 +971,23 @@ static void tr_insert(struct nupp_traces *t, struct tr_entry *e)
 	tr_byno_set(t, e);
 }
 
-/* A new entry for trace T (header hdr) made at generation born, not decoded, with extra
- * bytes after it (for the copy BPF sent: one allocation per trace_stop event). */
+/* A new entry for trace T (header hdr) made at generation born, not decoded, with a
+ * block of extra bytes (e->blk, pooled: for the copy BPF sent) unless extra is 0. */
 static struct tr_entry *tr_entry_new(struct nupp_traces *t, __u64 T, const unsigned char *hdr, __u64 born,
 				     size_t extra)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
-	__u8 pool;
-	struct tr_entry *e = tr_block_get(t, sizeof(*e) + extra, &pool);
+	struct tr_entry *e = calloc(1, sizeof(*e));
 
 	if (!e)
 		return NULL;
-	memset(e, 0, sizeof(*e));
-	e->pool = pool;
+	if (extra) {
+		e->blk = tr_block_get(t, extra, &e->pool);
+		if (!e->blk) {
+			free(e);
+			return NULL;
+		}
+	}
 	e->T = T;
 	e->traceno = (__u32)tr_get(hdr, lo->T_traceno, 2);
 	e->mcode = tr_get(hdr, lo->T_mcode, 8);
@@ -1124,12 +1133,11 @@ int nupp_traces_add_event(struct nupp_traces *t, const void *data, size_t size)
 		return -ESTALE;
 	if (tr_alive(t, ev->h.trace, ev->h.traceno, tr_get(ev->data, lo->T_mcode, 8)))
 		return 0;
-	_Static_assert(sizeof(struct tr_entry) % _Alignof(struct nupp_smp_trace_fn) == 0, "fns after the entry");
 	e = tr_entry_new(t, ev->h.trace, ev->data, ev->h.pgen, (size_t)ev->nfn * sizeof(*e->fns) + ev->size);
 	if (!e)
 		return -ENOMEM;
 	e->inline_raw = true;
-	e->fns = (struct nupp_smp_trace_fn *)(e + 1);
+	e->fns = (struct nupp_smp_trace_fn *)e->blk;
 	e->raw = (unsigned char *)(e->fns + ev->nfn);
 	memcpy(e->raw, ev->data, ev->size);
 	memcpy(e->fns, fns, ev->nfn * sizeof(*e->fns));
@@ -1173,6 +1181,10 @@ static int tr_decode_raw(struct nupp_traces *t, struct tr_entry *e)
 		free(e->raw);
 		free(e->fns);
 	}
+	/* Decoded: the copy goes back to the pool now, not at the purge. */
+	if (e->blk)
+		tr_block_put(t, e->blk, e->pool);
+	e->blk = NULL;
 	e->raw = NULL;
 	e->fns = NULL;
 	if (err) {

@@ -370,8 +370,9 @@ END_TEST
 
 /* A copy not decoded yet when its trace is freed: a sample taken while it lived is named
  * from the copy (decoded then, nothing read), a sample after the free is refused, never
- * named by it. Purged, its block goes back to the pool; the next incarnation built in that
- * block names its own samples exactly as before and refuses the older generations'. */
+ * named by it. Decoded, its copy's block goes back to the pool; the next incarnation copied
+ * into that block names its own samples exactly as before and refuses the older
+ * generations'. */
 START_TEST(trace_copy_freed_before_decode_and_pooled)
 {
 	lua_State *L = luaL_newstate();
