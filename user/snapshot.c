@@ -116,6 +116,10 @@ struct nupp_traces {
 	 * or freed and waiting for its purge, in the order of the frees (a purge stops at the
 	 * first one freed after its generation). */
 	struct tr_entry *live, *dead, *dead_tail;
+	/* Entries are carved from chunks of TR_ECHUNK; free ones are listed (by lnext). */
+	struct tr_entry *efree;
+	struct tr_entry **echunks;
+	size_t nechunks;
 	struct tr_fact *facts[TR_FACT_BUCKETS];
 	__u64 nfacts, ndecodes;
 	/* The live (decoded, not freed) entry of each trace number, for side traces'
@@ -132,6 +136,9 @@ struct nupp_traces {
 		__u32 n;
 	} pool[6];
 };
+
+/* Entries per chunk of entries. */
+#define TR_ECHUNK 256
 
 /* Smallest size class of the pool of copies. */
 #define TR_POOL_MIN 1024
@@ -244,6 +251,34 @@ static void tr_block_put(struct nupp_traces *t, void *b, __u8 pool)
 		free(b);
 }
 
+/* A zeroed entry: a free one, or one of a new chunk; NULL if out of memory. */
+static struct tr_entry *tr_entry_alloc(struct nupp_traces *t)
+{
+	struct tr_entry *e;
+
+	if (!t->efree) {
+		struct tr_entry **nc = realloc(t->echunks, (t->nechunks + 1) * sizeof(*nc));
+		struct tr_entry *c;
+		int i;
+
+		if (!nc)
+			return NULL;
+		t->echunks = nc;
+		c = malloc(TR_ECHUNK * sizeof(*c));
+		if (!c)
+			return NULL;
+		t->echunks[t->nechunks++] = c;
+		for (i = TR_ECHUNK - 1; i >= 0; i--) {
+			c[i].lnext = t->efree;
+			t->efree = &c[i];
+		}
+	}
+	e = t->efree;
+	t->efree = e->lnext;
+	memset(e, 0, sizeof(*e));
+	return e;
+}
+
 /* Frees one entry (its facts released if it is still alive). */
 static void tr_entry_free(struct nupp_traces *t, struct tr_entry *e)
 {
@@ -256,7 +291,8 @@ static void tr_entry_free(struct nupp_traces *t, struct tr_entry *e)
 	}
 	if (e->blk)
 		tr_block_put(t, e->blk, e->pool);
-	free(e);
+	e->lnext = t->efree;
+	t->efree = e;
 }
 
 /* Frees the cache. */
@@ -285,6 +321,9 @@ void nupp_traces_free(struct nupp_traces *t)
 			free(t->pool[i].free[--t->pool[i].n]);
 		free(t->pool[i].free);
 	}
+	for (i = 0; i < (int)t->nechunks; i++)
+		free(t->echunks[i]);
+	free(t->echunks);
 	free(t->byno);
 	free(t);
 }
@@ -977,14 +1016,15 @@ static struct tr_entry *tr_entry_new(struct nupp_traces *t, __u64 T, const unsig
 				     size_t extra)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
-	struct tr_entry *e = calloc(1, sizeof(*e));
+	struct tr_entry *e = tr_entry_alloc(t);
 
 	if (!e)
 		return NULL;
 	if (extra) {
 		e->blk = tr_block_get(t, extra, &e->pool);
 		if (!e->blk) {
-			free(e);
+			e->lnext = t->efree;
+			t->efree = e;
 			return NULL;
 		}
 	}
