@@ -71,15 +71,6 @@ struct nupp_sampler {
 	 * done at most every SMP_WHERE_US, and at close), and when it may be read next. */
 	bool where_due;
 	__u64 where_next;
-	/* The drain's copy of one buffer's stacks (smp_read_stacks), kept between drains:
-	 * ids sorted with their values' positions, values of the map's value size. */
-	struct smp_stk {
-		__u64 id;
-		__u32 at;
-	} *stk_ids;
-	__u64 *stk_keys;
-	char *stk_vals;
-	size_t stk_cap;
 };
 
 /* Least time between two reads of the lost_where diagnosis map. */
@@ -1013,90 +1004,6 @@ nomem:
 	return -ENOMEM;
 }
 
-static bool smp_stack_of(const void *key, int buf);
-
-/* Orders stacks read by id. */
-static int smp_stk_cmp(const void *a, const void *b)
-{
-	__u64 x = ((const struct smp_stk *)a)->id, y = ((const struct smp_stk *)b)->id;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Reads every stack of buffer buf in batches (a few calls, not one per count key) into
- * s->stk_*, kept sorted by id; the count, or -ENOTSUP (no batch reads: the caller looks
- * each stack up) or -ENOMEM. */
-static long smp_read_stacks(struct nupp_sampler *s, int fd, int buf, size_t vsz)
-{
-	size_t n = 0, i, m;
-	__u64 in = 0, out = 0;
-	bool first = true, grow = false;
-	LIBBPF_OPTS(bpf_map_batch_opts, opts);
-
-	for (;;) {
-		__u32 cnt;
-		int r;
-
-		if (s->stk_cap - n < 64 || grow) {
-			size_t cap = s->stk_cap ? 2 * s->stk_cap : 1024;
-			__u64 *k = realloc(s->stk_keys, cap * sizeof(*k));
-			char *v;
-			struct smp_stk *ids;
-
-			if (k)
-				s->stk_keys = k;
-			v = k ? realloc(s->stk_vals, cap * vsz) : NULL;
-			if (v)
-				s->stk_vals = v;
-			ids = v ? realloc(s->stk_ids, cap * sizeof(*ids)) : NULL;
-			if (!ids)
-				return -ENOMEM;
-			s->stk_ids = ids;
-			s->stk_cap = cap;
-			grow = false;
-		}
-		cnt = (__u32)(s->stk_cap - n);
-		r = bpf_map_lookup_batch(fd, first ? NULL : &in, &out, s->stk_keys + n, s->stk_vals + n * vsz, &cnt,
-					 &opts);
-		if (r && errno == ENOSPC && !cnt && s->stk_cap < (1u << 20)) {
-			/* A bucket larger than the room left: more room, the same bucket again. */
-			grow = true;
-			continue;
-		}
-		if (r && errno != ENOENT)
-			return -ENOTSUP;
-		n += cnt;
-		if (r)
-			break;
-		in = out;
-		first = false;
-	}
-	/* buf's stacks, by id (the values stay where they were read). */
-	for (i = m = 0; i < n; i++)
-		if (smp_stack_of(&s->stk_keys[i], buf)) {
-			s->stk_ids[m].id = s->stk_keys[i];
-			s->stk_ids[m++].at = (__u32)i;
-		}
-	qsort(s->stk_ids, m, sizeof(*s->stk_ids), smp_stk_cmp);
-	return (long)m;
-}
-
-/* The value of stack id among the n read by smp_read_stacks, or NULL. */
-static const void *smp_stack_find(const struct nupp_sampler *s, long n, __u64 id, size_t vsz)
-{
-	long lo = 0, hi = n;
-
-	while (lo < hi) {
-		long mid = (lo + hi) / 2;
-
-		if (s->stk_ids[mid].id < id)
-			lo = mid + 1;
-		else
-			hi = mid;
-	}
-	return lo < n && s->stk_ids[lo].id == id ? s->stk_vals + (size_t)s->stk_ids[lo].at * vsz : NULL;
-}
-
 /* Orders stack hashes. */
 static int smp_u64_cmp(const void *a, const void *b)
 {
@@ -1189,8 +1096,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	struct nupp_smp_stack *st = malloc(sizeof(*st));
 	struct smp_row *rows = NULL;
 	size_t nrows = 0, i;
-	long nkeys = 0, nhosts = 0, nstk;
-	size_t vsz;
+	long nkeys = 0, nhosts = 0;
 	__u64 *vals = NULL, t0 = smp_now_us(), full = 0, walk = 0;
 	__u32 r;
 	int e = 0;
@@ -1253,27 +1159,16 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		e = -ENOMEM;
 		goto out;
 	}
-	/* This buffer's stacks in a few batch reads (else one lookup per count key). */
-	vsz = NUPP_SMP_STACK_SIZE(smp_walk_depth(s));
-	nstk = nkeys ? smp_read_stacks(s, sfd, old, vsz) : 0;
 	for (i = 0; i < (size_t)nkeys; i++) {
 		struct smp_row *row = &rows[nrows];
 		size_t used;
 
-		const void *v = NULL;
-
 		row->c = cvals[i];
 		/* BPF stores a stack in the buffer before its first count there. */
-		if (nstk >= 0)
-			v = smp_stack_find(s, nstk, keys[i].stack, vsz);
-		else if (bpf_map_lookup_elem(sfd, &keys[i].stack, st) == 0)
-			v = st;
-		if (!v) {
+		if (bpf_map_lookup_elem(sfd, &keys[i].stack, st)) {
 			out->lost[NUPP_LOST_SYMBOLIZE] += smp_total(&row->c);
 			continue;
 		}
-		if (v != st)
-			memcpy(st, v, vsz);
 		if (st->depth > smp_walk_depth(s))
 			st->depth = smp_walk_depth(s);
 		used = offsetof(struct nupp_smp_stack, frames) + st->depth * sizeof(st->frames[0]);
@@ -1482,8 +1377,5 @@ void nupp_sampler_close(struct nupp_sampler *s)
 		nupp_traces_free(s->targets[i].traces);
 	}
 	sampler_bpf__destroy(s->skel);
-	free(s->stk_ids);
-	free(s->stk_keys);
-	free(s->stk_vals);
 	free(s);
 }
