@@ -297,6 +297,30 @@ static size_t make_event(GCtrace *T, struct nupp_smp_trace_event *ev)
 	return offsetof(struct nupp_smp_trace_event, data) + NUPP_SMP_TRACE_FN_OFS(size) + ev->nfn * sizeof(*fns);
 }
 
+/* Runs chunk in L and returns hot()'s root loop trace (*phot: hot's prototype, *pinner:
+ * the inlined function's). */
+static GCtrace *hot_loop_trace(lua_State *L, GCproto **phot, GCproto **pinner)
+{
+	jit_State *J;
+	GCtrace *T = NULL;
+	TraceNo i;
+
+	luaL_openlibs(L);
+	ck_assert_int_eq(luaL_loadbuffer(L, chunk, strlen(chunk), "=snaptest"), 0);
+	ck_assert_int_eq(lua_pcall(L, 0, 2, 0), 0);
+	*phot = funcproto((GCfunc *)lua_topointer(L, 1));
+	*pinner = funcproto((GCfunc *)lua_topointer(L, 2));
+	J = G2J(G(L));
+	for (i = 1; i < J->sizetrace; i++) {
+		GCtrace *t = traceref(J, i);
+
+		if (t && gcref(t->startpt) == obj2gco(*phot) && t->linktype == LJ_TRLINK_LOOP)
+			T = t;
+	}
+	ck_assert_msg(T != NULL, "no loop trace for hot()");
+	return T;
+}
+
 /* A trace kept from its BPF copy names its samples as one read from the live trace does,
  * with no read of the trace or its functions (they may be gone): only the bytecode of a
  * prototype a comparison snapshot needs, checked against its fingerprint. */
@@ -305,29 +329,14 @@ START_TEST(trace_copy_names_as_the_live_trace)
 	lua_State *L = luaL_newstate();
 	static struct nupp_smp_trace_event ev;
 	GCproto *phot, *pinner;
-	jit_State *J;
-	GCtrace *T = NULL;
+	GCtrace *T = hot_loop_trace(L, &phot, &pinner);
 	struct nupp_traces *live, *copy;
 	struct nupp_smp_stack st;
 	struct nupp_smp_frame a[NUPP_SMP_MAX_DEPTH + 16], b[NUPP_SMP_MAX_DEPTH + 16];
 	size_t size;
-	TraceNo i;
 	SnapNo s;
 	int na, nb, inlined = 0;
 
-	luaL_openlibs(L);
-	ck_assert_int_eq(luaL_loadbuffer(L, chunk, strlen(chunk), "=snaptest"), 0);
-	ck_assert_int_eq(lua_pcall(L, 0, 2, 0), 0);
-	phot = funcproto((GCfunc *)lua_topointer(L, 1));
-	pinner = funcproto((GCfunc *)lua_topointer(L, 2));
-	J = G2J(G(L));
-	for (i = 1; i < J->sizetrace; i++) {
-		GCtrace *t = traceref(J, i);
-
-		if (t && gcref(t->startpt) == obj2gco(phot) && t->linktype == LJ_TRLINK_LOOP)
-			T = t;
-	}
-	ck_assert_msg(T != NULL, "no loop trace for hot()");
 	size = make_event(T, &ev);
 	live = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	copy = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
@@ -377,28 +386,14 @@ START_TEST(trace_copy_freed_before_decode_and_pooled)
 {
 	lua_State *L = luaL_newstate();
 	static struct nupp_smp_trace_event ev;
-	GCproto *phot;
-	jit_State *J;
-	GCtrace *T = NULL;
+	GCproto *phot, *pinner;
+	GCtrace *T = hot_loop_trace(L, &phot, &pinner);
 	struct nupp_traces *live, *copy;
 	struct nupp_smp_stack st;
 	struct nupp_smp_frame a[NUPP_SMP_MAX_DEPTH + 16], b[NUPP_SMP_MAX_DEPTH + 16];
 	size_t size;
-	TraceNo i;
 	int na, k;
 
-	luaL_openlibs(L);
-	ck_assert_int_eq(luaL_loadbuffer(L, chunk, strlen(chunk), "=snaptest"), 0);
-	ck_assert_int_eq(lua_pcall(L, 0, 2, 0), 0);
-	phot = funcproto((GCfunc *)lua_topointer(L, 1));
-	J = G2J(G(L));
-	for (i = 1; i < J->sizetrace; i++) {
-		GCtrace *t = traceref(J, i);
-
-		if (t && gcref(t->startpt) == obj2gco(phot) && t->linktype == LJ_TRLINK_LOOP)
-			T = t;
-	}
-	ck_assert_msg(T != NULL, "no loop trace for hot()");
 	size = make_event(T, &ev);
 	live = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	copy = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
