@@ -84,6 +84,18 @@ static struct nupp_smp_frame lua_frame(GCproto *pt, int pos)
 	return f;
 }
 
+/* A sample in trace T whose innermost frame (jit_base's) runs pt, depth frames deep. */
+static void trace_sample(struct nupp_smp_stack *st, GCtrace *T, GCproto *pt, __u32 depth)
+{
+	memset(st, 0, sizeof(*st));
+	st->depth = depth;
+	st->flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
+	st->traceno = T->traceno;
+	st->trace = (__u64)(uintptr_t)T;
+	st->mcode = (__u64)(uintptr_t)T->mcode;
+	st->frames[0] = lua_frame(pt, -1);
+}
+
 START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 {
 	lua_State *L = luaL_newstate();
@@ -113,13 +125,7 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 	ck_assert_msg(T != NULL, "no loop trace for hot()");
 	tc = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	ck_assert_int_eq(nupp_traces_add(tc, (__u64)(uintptr_t)T, T->traceno, 0), 0);
-	memset(&st, 0, sizeof(st));
-	st.depth = 2;
-	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
-	st.traceno = T->traceno;
-	st.trace = (__u64)(uintptr_t)T;
-	st.mcode = (__u64)(uintptr_t)T->mcode;
-	st.frames[0] = lua_frame(phot, -1);
+	trace_sample(&st, T, phot, 2);
 	st.frames[1] = lua_frame(phot, 3); /* stands for the caller chain */
 	for (s = 0; s < T->nsnap; s++) {
 		/* LuaJIT's own view of the snapshot: its PC (where the interpreter resumes)
@@ -342,13 +348,7 @@ START_TEST(trace_copy_names_as_the_live_trace)
 	copy = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	ck_assert_int_eq(nupp_traces_add(live, (__u64)(uintptr_t)T, T->traceno, 0), 0);
 	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
-	memset(&st, 0, sizeof(st));
-	st.depth = 1;
-	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
-	st.traceno = T->traceno;
-	st.trace = (__u64)(uintptr_t)T;
-	st.mcode = (__u64)(uintptr_t)T->mcode;
-	st.frames[0] = lua_frame(phot, -1);
+	trace_sample(&st, T, phot, 1);
 	/* The first sample decodes the copy; afterwards no read is needed at all. */
 	st.mcofs = T->snap[0].mcofs;
 	ck_assert_int_ge(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), 1);
@@ -398,13 +398,7 @@ START_TEST(trace_copy_freed_before_decode_and_pooled)
 	live = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	copy = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	ck_assert_int_eq(nupp_traces_add(live, (__u64)(uintptr_t)T, T->traceno, 0), 0);
-	memset(&st, 0, sizeof(st));
-	st.depth = 1;
-	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
-	st.traceno = T->traceno;
-	st.trace = (__u64)(uintptr_t)T;
-	st.mcode = (__u64)(uintptr_t)T->mcode;
-	st.frames[0] = lua_frame(phot, -1);
+	trace_sample(&st, T, phot, 1);
 	st.mcofs = T->snap[T->nsnap - 1].mcofs;
 	na = nupp_traces_expand(live, &st, a, NUPP_SMP_MAX_DEPTH);
 	ck_assert_int_ge(na, 1);
@@ -512,13 +506,7 @@ static void loop_lines(lua_State *L, struct nupp_traces *tc, GCproto *pt, int st
 	}
 	ck_assert_msg(T != NULL, "no loop trace at line %d", start);
 	ck_assert_int_eq(nupp_traces_add(tc, (__u64)(uintptr_t)T, T->traceno, 0), 0);
-	memset(&st, 0, sizeof(st));
-	st.depth = 1;
-	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
-	st.traceno = T->traceno;
-	st.trace = (__u64)(uintptr_t)T;
-	st.mcode = (__u64)(uintptr_t)T->mcode;
-	st.frames[0] = lua_frame(pt, -1);
+	trace_sample(&st, T, pt, 1);
 	for (s = 0; s < T->nsnap; s++) {
 		st.mcofs = T->snap[s].mcofs;
 		if (s + 1 < T->nsnap && T->snap[s + 1].mcofs == st.mcofs)
