@@ -78,10 +78,6 @@ struct sym_proto {
 		char *name;
 	} *fnames;
 	int nfnames;
-	/* The name it was last recorded under in the frame table of recording rec_epoch
-	 * (sym_record: the same again in the same table is not looked up). */
-	char *rec_name;
-	__u64 rec_epoch;
 	char module[SYM_STR_MAX];
 };
 
@@ -130,7 +126,6 @@ struct nupp_sym {
 	bool own_amap;             /* made here (no nupp_sym_set_addrmap) */
 	struct nupp_frame_table *frames; /* where named Lua frames are recorded (NULL: not) */
 	int frames_err;                  /* -ENOMEM once recording one failed */
-	__u64 frames_epoch;              /* tables given so far (nupp_sym_set_frames) */
 };
 
 /* A symbolizer for one process. */
@@ -158,7 +153,6 @@ static void sym_proto_free(struct sym_proto *p)
 	int i;
 
 	sym_memo_clear(p);
-	free(p->rec_name);
 	for (i = 0; i < p->nkstr; i++)
 		free(p->kstr[i].str);
 	free(p->kstr);
@@ -1177,26 +1171,17 @@ static void sym_cfunc(struct nupp_sym *s, __u64 addr, char *buf, size_t size)
 /* Records where the function of a Lua frame just named name is defined: its chunk as
  * frames name it and its lines (firstline to firstline + numline, the line of its "end":
  * lj_parse.c sets numline = lastline - linedefined). */
-static void sym_record(struct nupp_sym *s, struct sym_proto *p, const char *name)
+static void sym_record(struct nupp_sym *s, const struct sym_proto *p, const char *name)
 {
 	__s32 numline;
 
 	if (!s->frames || p->firstline < 0 || p->size < s->lo.pt_numline + 4)
 		return;
-	/* Recorded under that name in this table already (its frames are named in every
-	 * row of a drain): nothing to add. */
-	if (p->rec_epoch == s->frames_epoch && p->rec_name && strcmp(p->rec_name, name) == 0)
-		return;
 	memcpy(&numline, p->mem + s->lo.pt_numline, 4);
 	if (numline < 0)
 		return;
-	if (nupp_frame_table_add(s->frames, name, p->module, p->firstline, p->firstline + numline)) {
+	if (nupp_frame_table_add(s->frames, name, p->module, p->firstline, p->firstline + numline))
 		s->frames_err = -ENOMEM;
-		return;
-	}
-	free(p->rec_name);
-	p->rec_name = strdup(name);
-	p->rec_epoch = s->frames_epoch;
 }
 
 /* Sets the table where named Lua frames are recorded (NULL: none); returns -ENOMEM if
@@ -1207,7 +1192,6 @@ int nupp_sym_set_frames(struct nupp_sym *s, struct nupp_frame_table *t)
 
 	s->frames = t;
 	s->frames_err = 0;
-	s->frames_epoch++; /* a new table (or none): nothing recorded in it yet */
 	return e;
 }
 
