@@ -1,5 +1,6 @@
 /* The zone/stack aggregate and the abort table: rows, merging, ordering, frees. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -73,23 +74,46 @@ static size_t agg_slot(const struct nupp_sample_set *s, pid_t pid, pid_t tid, co
 	for (i = h & m; s->index[i]; i = (i + 1) & m) {
 		const struct nupp_sample_row *r = &s->rows[s->index[i] - 1];
 
-		if (r->pid == pid && r->tid == tid && strcmp(r->stack, stack) == 0 && strcmp(r->zone_path, zone) == 0)
+		if (r->pid == pid && r->tid == tid && r->stack && strcmp(r->stack, stack) == 0 &&
+		    strcmp(r->zone_path, zone) == 0)
 			break;
 	}
 	return i;
 }
 
+/* Makes room for the hashes of rows [0, n); 0 or -ENOMEM. */
+static int agg_hashes_reserve(struct nupp_sample_set *s, size_t n)
+{
+	size_t cap = s->nhashes ? s->nhashes : 64;
+	size_t *h;
+
+	if (n <= s->nhashes)
+		return 0;
+	while (cap < n)
+		cap *= 2;
+	h = realloc(s->hashes, cap * sizeof(*h));
+	if (!h)
+		return -ENOMEM;
+	s->hashes = h;
+	s->nhashes = cap;
+	return 0;
+}
+
 /* Makes the index cover every row with room for one more (load <= 1/2); rows that are
  * equal (code other than nupp_sample_set_add may have made them) keep their first
- * index; 0 or -ENOMEM. */
+ * index; rows taken (NULL stack) are left out. A grown index reuses the hashes of the
+ * rows it covered. 0 or -ENOMEM. */
 static int agg_index(struct nupp_sample_set *s)
 {
-	size_t want = 16, i;
+	size_t want = 16, i, known;
 
+	if (agg_hashes_reserve(s, s->n + 1))
+		return -ENOMEM;
 	if (s->index && s->nindexed == s->n && 2 * (s->n + 1) <= s->nslots)
 		return 0;
 	while (want < 2 * (s->n + 1))
 		want *= 2;
+	known = s->index && s->nindexed <= s->n ? s->nindexed : 0;
 	if (!s->index || want != s->nslots || s->nindexed > s->n) {
 		size_t *ix = calloc(want, sizeof(*ix));
 
@@ -102,9 +126,13 @@ static int agg_index(struct nupp_sample_set *s)
 	}
 	for (i = s->nindexed; i < s->n; i++) {
 		const struct nupp_sample_row *r = &s->rows[i];
-		size_t slot = agg_slot(s, r->pid, r->tid, r->zone_path, r->stack,
-				       agg_hash(r->pid, r->tid, r->zone_path, r->stack));
+		size_t slot;
 
+		if (!r->stack)
+			continue;
+		if (i >= known)
+			s->hashes[i] = agg_hash(r->pid, r->tid, r->zone_path, r->stack);
+		slot = agg_slot(s, r->pid, r->tid, r->zone_path, r->stack, s->hashes[i]);
 		if (!s->index[slot])
 			s->index[slot] = i + 1;
 	}
@@ -112,13 +140,16 @@ static int agg_index(struct nupp_sample_set *s)
 	return 0;
 }
 
-/* Adds counts to the row (pid, tid, zone, stack), creating it: one hash lookup. */
-int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char *stack,
-			const struct nupp_sample_row *c)
+/* Adds c's counts to the row (c->pid, c->tid, zone, stack) of hash h, creating it with
+ * the given strings (owned: taken, not copied) or copies of zone and stack; *made says
+ * whether it was created. 0 or -ENOMEM. */
+static int agg_add(struct nupp_sample_set *s, const char *zone, const char *stack, size_t h,
+		   const struct nupp_sample_row *c, char *own_zone, char *own_stack, bool *made)
 {
 	struct nupp_sample_row *r;
-	size_t h = agg_hash(c->pid, c->tid, zone, stack), slot;
+	size_t slot;
 
+	*made = false;
 	if (agg_index(s))
 		return -ENOMEM;
 	slot = agg_slot(s, c->pid, c->tid, zone, stack, h);
@@ -131,16 +162,20 @@ int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char 
 		memset(r, 0, sizeof(*r));
 		r->pid = c->pid;
 		r->tid = c->tid;
-		r->zone_path = strdup(zone);
-		r->stack = strdup(stack);
+		r->zone_path = own_zone ? own_zone : strdup(zone);
+		r->stack = own_stack ? own_stack : strdup(stack);
 		if (!r->zone_path || !r->stack) {
-			free(r->zone_path);
-			free(r->stack);
+			if (!own_zone)
+				free(r->zone_path);
+			if (!own_stack)
+				free(r->stack);
 			return -ENOMEM;
 		}
+		s->hashes[s->n] = h; /* room: agg_index reserved n + 1 */
 		s->n++;
 		s->index[slot] = s->n;
 		s->nindexed = s->n;
+		*made = true;
 	}
 	r->count += c->count;
 	r->compiled += c->compiled;
@@ -149,6 +184,47 @@ int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char 
 	r->collecting += c->collecting;
 	r->compiling += c->compiling;
 	s->samples += c->count;
+	return 0;
+}
+
+/* Adds counts to the row (pid, tid, zone, stack), creating it: one hash lookup. */
+int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char *stack,
+			const struct nupp_sample_row *c)
+{
+	bool made;
+
+	return agg_add(s, zone, stack, agg_hash(c->pid, c->tid, zone, stack), c, NULL, NULL, &made);
+}
+
+/* Adds src's row i to dst, taking its strings for a new row (see profile.h). */
+int nupp_sample_set_take(struct nupp_sample_set *dst, struct nupp_sample_set *src, size_t i, const char *zone)
+{
+	struct nupp_sample_row *r = &src->rows[i];
+	bool same, made;
+	size_t h;
+	char *oz;
+	int e;
+
+	if (!r->stack)
+		return 0; /* taken already */
+	same = !zone || zone == r->zone_path || strcmp(zone, r->zone_path) == 0;
+	if (!zone)
+		zone = r->zone_path;
+	h = same && i < src->nindexed && i < src->nhashes ? src->hashes[i] : agg_hash(r->pid, r->tid, zone, r->stack);
+	oz = same ? r->zone_path : NULL;
+	e = agg_add(dst, zone, r->stack, h, r, oz, r->stack, &made);
+	if (e)
+		return e;
+	if (made) {
+		if (!same)
+			free(r->zone_path);
+	} else {
+		free(r->zone_path);
+		free(r->stack);
+	}
+	r->zone_path = NULL;
+	r->stack = NULL;
+	r->count = r->compiled = r->interpreted = r->ccode = r->collecting = r->compiling = 0;
 	return 0;
 }
 
@@ -187,6 +263,7 @@ void nupp_sample_set_free(struct nupp_sample_set *s)
 	}
 	free(s->rows);
 	free(s->index);
+	free(s->hashes);
 	nupp_frame_table_free(&s->frames);
 	memset(s, 0, sizeof(*s));
 }

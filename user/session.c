@@ -638,7 +638,8 @@ static void ses_threads_free(struct nupp_session *s)
 	s->nthreads = s->threads_cap = s->thash_cap = 0;
 }
 
-/* Moves the drained rows into the session's aggregate, with their zone ids named. */
+/* Moves the drained rows into the session's aggregate, with their zone ids named: each
+ * row's strings and hash move, nothing is copied or hashed again. */
 static int ses_merge(struct nupp_session *s, struct nupp_sample_set *raw)
 {
 	size_t i;
@@ -671,7 +672,7 @@ static int ses_merge(struct nupp_session *s, struct nupp_sample_set *raw)
 			if (s->o.lua_only)
 				continue;
 		}
-		e = nupp_sample_set_add(&s->acc, zone, r->stack, r);
+		e = nupp_sample_set_take(&s->acc, raw, i, zone); /* r's strings move (or go) */
 		if (!e)
 			e = ses_thread_name(s, r->pid, r->tid);
 	}

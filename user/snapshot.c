@@ -19,7 +19,10 @@
 #include "lj_bc.h"
 #include "lj_ir.h"
 
-#define TR_BUCKETS 1024
+/* Traces of one process by address: thousands a second are made on a program that
+ * fills the machine-code area, and a freed one stays until no later sample can see it. */
+#define TR_BUCKET_BITS 14
+#define TR_BUCKETS (1u << TR_BUCKET_BITS)
 #define TR_MAX_SNAP 4096
 #define TR_MAX_SNAPMAP (1u << 20)
 #define TR_MAX_INL 16 /* inlined frames kept per snapshot */
@@ -69,7 +72,8 @@ struct tr_snap {
 
 /* One decoded trace. */
 struct tr_entry {
-	struct tr_entry *next;
+	struct tr_entry *next, **pnext; /* in its bucket (pnext: the pointer to it there) */
+	struct tr_entry *lprev, *lnext; /* in the live list, or once freed the dead list */
 	__u64 T, mcode;
 	__u32 traceno, nsnap;
 	/* The prototype generations [lo, hi) whose samples saw this trace (hi = TR_ALIVE
@@ -92,8 +96,11 @@ struct tr_entry {
 	unsigned char *raw;
 	__u32 rawsize, nfn;
 	struct nupp_smp_trace_fn *fns;
-	bool inline_raw; /* raw and fns live in the entry's own allocation (one malloc) */
-	__u8 pool;       /* size class + 1 of that allocation (tr_block_get), 0: malloc'ed */
+	/* raw and fns live in blk, a pooled block of its own (the entry is small and
+	 * separate: frees and purges of thousands a second touch only entries). */
+	bool inline_raw;
+	void *blk;
+	__u8 pool;       /* size class + 1 of blk (tr_block_get), 0: malloc'ed */
 	int failed; /* the decode failed: its samples cannot be named */
 };
 
@@ -105,6 +112,14 @@ struct nupp_traces {
 	nupp_read_fn read;
 	void *read_ctx;
 	struct tr_entry *b[TR_BUCKETS];
+	/* Every entry is in one of two lists: alive (a flush kills these, not every bucket),
+	 * or freed and waiting for its purge, in the order of the frees (a purge stops at the
+	 * first one freed after its generation). */
+	struct tr_entry *live, *dead, *dead_tail;
+	/* Entries are carved from chunks of TR_ECHUNK; free ones are listed (by lnext). */
+	struct tr_entry *efree;
+	struct tr_entry **echunks;
+	size_t nechunks;
 	struct tr_fact *facts[TR_FACT_BUCKETS];
 	__u64 nfacts, ndecodes;
 	/* The live (decoded, not freed) entry of each trace number, for side traces'
@@ -113,15 +128,22 @@ struct nupp_traces {
 	__u32 nbyno;
 	struct nupp_sym *sym; /* prototypes' copies, or NULL (nupp_traces_set_sym) */
 	/* Entry allocations freed, kept for the next trace_stop events (a target that
-	 * compiles without pause sends thousands a second): per power-of-two size class. */
+	 * compiles without pause sends thousands a second, and a flush frees as many at
+	 * once): per power-of-two size class, up to TR_POOL_KEEP bytes of them (their
+	 * addresses kept here: taking one does not touch its cold memory). */
 	struct {
-		void *free[64];
-		int n;
+		void **free;
+		__u32 n;
 	} pool[6];
 };
 
-/* Smallest size class of the entry pool. */
+/* Entries per chunk of entries. */
+#define TR_ECHUNK 256
+
+/* Smallest size class of the pool of copies. */
 #define TR_POOL_MIN 1024
+/* Bytes of free blocks the pool keeps per size class. */
+#define TR_POOL_KEEP (2u << 20)
 
 /* Index of the snapshot whose code holds mcode offset ofs (lj_trace.c:1040-1045). */
 int nupp_snap_search(const __u16 *mcofs, __u32 nsnap, __u32 ofs)
@@ -219,10 +241,42 @@ static void *tr_block_get(struct nupp_traces *t, size_t size, __u8 *pool)
 /* Gives a block back to the pool (or frees it). */
 static void tr_block_put(struct nupp_traces *t, void *b, __u8 pool)
 {
-	if (pool && t->pool[pool - 1].n < (int)NUPP_ARRAY_SIZE(t->pool[0].free))
+	size_t keep = pool ? TR_POOL_KEEP / ((size_t)TR_POOL_MIN << (pool - 1)) : 0;
+
+	if (pool && !t->pool[pool - 1].free)
+		t->pool[pool - 1].free = malloc(keep * sizeof(void *));
+	if (pool && t->pool[pool - 1].free && t->pool[pool - 1].n < keep)
 		t->pool[pool - 1].free[t->pool[pool - 1].n++] = b;
 	else
 		free(b);
+}
+
+/* A zeroed entry: a free one, or one of a new chunk; NULL if out of memory. */
+static struct tr_entry *tr_entry_alloc(struct nupp_traces *t)
+{
+	struct tr_entry *e;
+
+	if (!t->efree) {
+		struct tr_entry **nc = realloc(t->echunks, (t->nechunks + 1) * sizeof(*nc));
+		struct tr_entry *c;
+		int i;
+
+		if (!nc)
+			return NULL;
+		t->echunks = nc;
+		c = malloc(TR_ECHUNK * sizeof(*c));
+		if (!c)
+			return NULL;
+		t->echunks[t->nechunks++] = c;
+		for (i = TR_ECHUNK - 1; i >= 0; i--) {
+			c[i].lnext = t->efree;
+			t->efree = &c[i];
+		}
+	}
+	e = t->efree;
+	t->efree = e->lnext;
+	memset(e, 0, sizeof(*e));
+	return e;
 }
 
 /* Frees one entry (its facts released if it is still alive). */
@@ -235,7 +289,10 @@ static void tr_entry_free(struct nupp_traces *t, struct tr_entry *e)
 		free(e->raw);
 		free(e->fns);
 	}
-	tr_block_put(t, e, e->pool);
+	if (e->blk)
+		tr_block_put(t, e->blk, e->pool);
+	e->lnext = t->efree;
+	t->efree = e;
 }
 
 /* Frees the cache. */
@@ -245,7 +302,7 @@ void nupp_traces_free(struct nupp_traces *t)
 
 	if (!t)
 		return;
-	for (i = 0; i < TR_BUCKETS; i++)
+	for (i = 0; i < (int)TR_BUCKETS; i++)
 		while (t->b[i]) {
 			struct tr_entry *e = t->b[i];
 
@@ -259,9 +316,14 @@ void nupp_traces_free(struct nupp_traces *t)
 			t->facts[i] = f->next;
 			tr_fact_free(f);
 		}
-	for (i = 0; i < (int)NUPP_ARRAY_SIZE(t->pool); i++)
+	for (i = 0; i < (int)NUPP_ARRAY_SIZE(t->pool); i++) {
 		while (t->pool[i].n)
 			free(t->pool[i].free[--t->pool[i].n]);
+		free(t->pool[i].free);
+	}
+	for (i = 0; i < (int)t->nechunks; i++)
+		free(t->echunks[i]);
+	free(t->echunks);
 	free(t->byno);
 	free(t);
 }
@@ -269,7 +331,7 @@ void nupp_traces_free(struct nupp_traces *t)
 /* Bucket of a GCtrace*. */
 static unsigned tr_bucket(__u64 T)
 {
-	return (unsigned)((T >> 3) * 0x9e3779b97f4a7c15ull >> 54) & (TR_BUCKETS - 1);
+	return (unsigned)((T >> 3) * 0x9e3779b97f4a7c15ull >> (64 - TR_BUCKET_BITS)) & (TR_BUCKETS - 1);
 }
 
 /* Reads a field of width w (1, 2, 4, 8) at offset ofs of a copied struct. */
@@ -893,6 +955,28 @@ static int tr_copy(struct nupp_traces *t, struct tr_dec *d, __u64 ir, __u64 snap
 	return 0;
 }
 
+/* Puts e at the head of list *head. */
+static void tr_list_add(struct tr_entry **head, struct tr_entry *e)
+{
+	e->lprev = NULL;
+	e->lnext = *head;
+	if (*head)
+		(*head)->lprev = e;
+	*head = e;
+}
+
+/* Takes e out of list *head. */
+static void tr_list_del(struct tr_entry **head, struct tr_entry *e)
+{
+	if (e->lprev)
+		e->lprev->lnext = e->lnext;
+	else
+		*head = e->lnext;
+	if (e->lnext)
+		e->lnext->lprev = e->lprev;
+	e->lprev = e->lnext = NULL;
+}
+
 /* Records e as the live entry of its trace number. */
 static void tr_byno_set(struct nupp_traces *t, struct tr_entry *e)
 {
@@ -912,19 +996,38 @@ static void tr_byno_set(struct nupp_traces *t, struct tr_entry *e)
 	t->byno[e->traceno] = e;
 }
 
-/* A new entry for trace T (header hdr) made at generation born, not decoded, with extra
- * bytes after it (for the copy BPF sent: one allocation per trace_stop event). */
+/* Makes a new live entry known: its bucket, the live list, its trace number. */
+static void tr_insert(struct nupp_traces *t, struct tr_entry *e)
+{
+	struct tr_entry **head = &t->b[tr_bucket(e->T)];
+
+	e->next = *head;
+	if (e->next)
+		e->next->pnext = &e->next;
+	e->pnext = head;
+	*head = e;
+	tr_list_add(&t->live, e);
+	tr_byno_set(t, e);
+}
+
+/* A new entry for trace T (header hdr) made at generation born, not decoded, with a
+ * block of extra bytes (e->blk, pooled: for the copy BPF sent) unless extra is 0. */
 static struct tr_entry *tr_entry_new(struct nupp_traces *t, __u64 T, const unsigned char *hdr, __u64 born,
 				     size_t extra)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
-	__u8 pool;
-	struct tr_entry *e = tr_block_get(t, sizeof(*e) + extra, &pool);
+	struct tr_entry *e = tr_entry_alloc(t);
 
 	if (!e)
 		return NULL;
-	memset(e, 0, sizeof(*e));
-	e->pool = pool;
+	if (extra) {
+		e->blk = tr_block_get(t, extra, &e->pool);
+		if (!e->blk) {
+			e->lnext = t->efree;
+			t->efree = e;
+			return NULL;
+		}
+	}
 	e->T = T;
 	e->traceno = (__u32)tr_get(hdr, lo->T_traceno, 2);
 	e->mcode = tr_get(hdr, lo->T_mcode, 8);
@@ -1038,9 +1141,7 @@ static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int
 		tr_entry_free(t, e);
 		return err;
 	}
-	e->next = t->b[tr_bucket(T)];
-	t->b[tr_bucket(T)] = e;
-	tr_byno_set(t, e);
+	tr_insert(t, e);
 	return 0;
 }
 
@@ -1072,20 +1173,17 @@ int nupp_traces_add_event(struct nupp_traces *t, const void *data, size_t size)
 		return -ESTALE;
 	if (tr_alive(t, ev->h.trace, ev->h.traceno, tr_get(ev->data, lo->T_mcode, 8)))
 		return 0;
-	_Static_assert(sizeof(struct tr_entry) % _Alignof(struct nupp_smp_trace_fn) == 0, "fns after the entry");
 	e = tr_entry_new(t, ev->h.trace, ev->data, ev->h.pgen, (size_t)ev->nfn * sizeof(*e->fns) + ev->size);
 	if (!e)
 		return -ENOMEM;
 	e->inline_raw = true;
-	e->fns = (struct nupp_smp_trace_fn *)(e + 1);
+	e->fns = (struct nupp_smp_trace_fn *)e->blk;
 	e->raw = (unsigned char *)(e->fns + ev->nfn);
 	memcpy(e->raw, ev->data, ev->size);
 	memcpy(e->fns, fns, ev->nfn * sizeof(*e->fns));
 	e->rawsize = ev->size;
 	e->nfn = ev->nfn;
-	e->next = t->b[tr_bucket(e->T)];
-	t->b[tr_bucket(e->T)] = e;
-	tr_byno_set(t, e);
+	tr_insert(t, e);
 	return 0;
 }
 
@@ -1123,6 +1221,10 @@ static int tr_decode_raw(struct nupp_traces *t, struct tr_entry *e)
 		free(e->raw);
 		free(e->fns);
 	}
+	/* Decoded: the copy goes back to the pool now, not at the purge. */
+	if (e->blk)
+		tr_block_put(t, e->blk, e->pool);
+	e->blk = NULL;
 	e->raw = NULL;
 	e->fns = NULL;
 	if (err) {
@@ -1135,41 +1237,75 @@ static int tr_decode_raw(struct nupp_traces *t, struct tr_entry *e)
 	return err;
 }
 
+/* Ends live entry e at generation gen: it names only the samples before (its list is
+ * the caller's to change). */
+static void tr_end(struct nupp_traces *t, struct tr_entry *e, __u64 gen)
+{
+	e->hi = gen > e->lo ? gen : e->lo;
+	tr_entry_release(t, e);
+	if (e->traceno < t->nbyno && t->byno[e->traceno] == e)
+		t->byno[e->traceno] = NULL;
+}
+
 /* Marks T (or every trace if T == 0) as freed, ending generation gen. */
 void nupp_traces_kill(struct nupp_traces *t, __u64 T, __u64 gen)
 {
-	int i;
+	struct tr_entry *e, *nx;
 
+	if (!T) {
+		/* A flush: every live entry (a target that flushes hundreds of times), the
+		 * whole list put before the dead ones at once. */
+		struct tr_entry *last = NULL;
+
+		for (e = t->live; e; e = e->lnext) {
+			tr_end(t, e, gen);
+			last = e;
+		}
+		if (last) {
+			t->live->lprev = t->dead_tail;
+			if (t->dead_tail)
+				t->dead_tail->lnext = t->live;
+			else
+				t->dead = t->live;
+			t->dead_tail = last;
+			t->live = NULL;
+		}
+		return;
+	}
 	/* One trace: its bucket only (a target that compiles without pause frees
 	 * thousands of traces between two drains). */
-	for (i = T ? (int)tr_bucket(T) : 0; i < (T ? (int)tr_bucket(T) + 1 : TR_BUCKETS); i++)
-		for (struct tr_entry *e = t->b[i]; e; e = e->next)
-			if ((!T || e->T == T) && e->hi == TR_ALIVE) {
-				e->hi = gen > e->lo ? gen : e->lo;
-				tr_entry_release(t, e);
-				if (e->traceno < t->nbyno && t->byno[e->traceno] == e)
-					t->byno[e->traceno] = NULL;
-			}
+	for (e = t->b[tr_bucket(T)]; e; e = nx) {
+		nx = e->next;
+		if (e->T == T && e->hi == TR_ALIVE) {
+			tr_end(t, e, gen);
+			tr_list_del(&t->live, e);
+			e->lprev = t->dead_tail;
+			if (t->dead_tail)
+				t->dead_tail->lnext = e;
+			else
+				t->dead = e;
+			t->dead_tail = e;
+		}
+	}
 }
 
-/* Drops the entries freed at or before generation gen (no later sample saw them). */
+/* Drops the entries freed at or before generation gen (no later sample saw them), oldest
+ * free first, up to the first freed after gen: one freed out of order behind it waits
+ * for a later purge (it names no sample of gen or later meanwhile). */
 void nupp_traces_purge(struct nupp_traces *t, __u64 gen)
 {
-	int i;
+	struct tr_entry *e;
 
-	for (i = 0; i < TR_BUCKETS; i++) {
-		struct tr_entry **pp = &t->b[i];
-
-		while (*pp) {
-			struct tr_entry *e = *pp;
-
-			if (e->hi != TR_ALIVE && e->hi <= gen) {
-				*pp = e->next;
-				tr_entry_free(t, e);
-			} else {
-				pp = &e->next;
-			}
-		}
+	while ((e = t->dead) && e->hi <= gen) {
+		t->dead = e->lnext;
+		if (t->dead)
+			t->dead->lprev = NULL;
+		else
+			t->dead_tail = NULL;
+		*e->pnext = e->next;
+		if (e->next)
+			e->next->pnext = e->pnext;
+		tr_entry_free(t, e);
 	}
 }
 

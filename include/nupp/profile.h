@@ -81,6 +81,8 @@ struct nupp_sample_set {
 	 * added or reordered by other code are indexed again at the next add. */
 	size_t *index;
 	size_t nslots, nindexed;
+	size_t *hashes; /* hash of each row [0, nindexed), so a grown index or a take needs none */
+	size_t nhashes; /* room in hashes */
 	/* Samples of host code: threads or moments outside every Lua VM, on "[host];..." rows
 	 * (counted here also when those rows are left out). */
 	__u64 host_samples;
@@ -116,6 +118,12 @@ struct nupp_abort_set {
  * 0 or -ENOMEM. */
 int nupp_sample_set_add(struct nupp_sample_set *s, const char *zone, const char *stack,
 			const struct nupp_sample_row *counts);
+/* Adds row i of src to dst under zone (NULL: the row's own), as nupp_sample_set_add
+ * does, but a new row of dst takes the row's strings instead of copying them, and the
+ * row's hash is not computed again when its zone is kept. The row is left empty (NULL
+ * strings, zero counts): src is only to be freed afterwards. 0 or -ENOMEM (src's row
+ * untouched). */
+int nupp_sample_set_take(struct nupp_sample_set *dst, struct nupp_sample_set *src, size_t i, const char *zone);
 /* Sorts rows by count descending (ties: zone, then stack, ascending). */
 void nupp_sample_set_sort(struct nupp_sample_set *s);
 /* Frees the rows and the frame table. */

@@ -84,6 +84,18 @@ static struct nupp_smp_frame lua_frame(GCproto *pt, int pos)
 	return f;
 }
 
+/* A sample in trace T whose innermost frame (jit_base's) runs pt, depth frames deep. */
+static void trace_sample(struct nupp_smp_stack *st, GCtrace *T, GCproto *pt, __u32 depth)
+{
+	memset(st, 0, sizeof(*st));
+	st->depth = depth;
+	st->flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
+	st->traceno = T->traceno;
+	st->trace = (__u64)(uintptr_t)T;
+	st->mcode = (__u64)(uintptr_t)T->mcode;
+	st->frames[0] = lua_frame(pt, -1);
+}
+
 START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 {
 	lua_State *L = luaL_newstate();
@@ -113,13 +125,7 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 	ck_assert_msg(T != NULL, "no loop trace for hot()");
 	tc = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	ck_assert_int_eq(nupp_traces_add(tc, (__u64)(uintptr_t)T, T->traceno, 0), 0);
-	memset(&st, 0, sizeof(st));
-	st.depth = 2;
-	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
-	st.traceno = T->traceno;
-	st.trace = (__u64)(uintptr_t)T;
-	st.mcode = (__u64)(uintptr_t)T->mcode;
-	st.frames[0] = lua_frame(phot, -1);
+	trace_sample(&st, T, phot, 2);
 	st.frames[1] = lua_frame(phot, 3); /* stands for the caller chain */
 	for (s = 0; s < T->nsnap; s++) {
 		/* LuaJIT's own view of the snapshot: its PC (where the interpreter resumes)
@@ -297,6 +303,30 @@ static size_t make_event(GCtrace *T, struct nupp_smp_trace_event *ev)
 	return offsetof(struct nupp_smp_trace_event, data) + NUPP_SMP_TRACE_FN_OFS(size) + ev->nfn * sizeof(*fns);
 }
 
+/* Runs chunk in L and returns hot()'s root loop trace (*phot: hot's prototype, *pinner:
+ * the inlined function's). */
+static GCtrace *hot_loop_trace(lua_State *L, GCproto **phot, GCproto **pinner)
+{
+	jit_State *J;
+	GCtrace *T = NULL;
+	TraceNo i;
+
+	luaL_openlibs(L);
+	ck_assert_int_eq(luaL_loadbuffer(L, chunk, strlen(chunk), "=snaptest"), 0);
+	ck_assert_int_eq(lua_pcall(L, 0, 2, 0), 0);
+	*phot = funcproto((GCfunc *)lua_topointer(L, 1));
+	*pinner = funcproto((GCfunc *)lua_topointer(L, 2));
+	J = G2J(G(L));
+	for (i = 1; i < J->sizetrace; i++) {
+		GCtrace *t = traceref(J, i);
+
+		if (t && gcref(t->startpt) == obj2gco(*phot) && t->linktype == LJ_TRLINK_LOOP)
+			T = t;
+	}
+	ck_assert_msg(T != NULL, "no loop trace for hot()");
+	return T;
+}
+
 /* A trace kept from its BPF copy names its samples as one read from the live trace does,
  * with no read of the trace or its functions (they may be gone): only the bytecode of a
  * prototype a comparison snapshot needs, checked against its fingerprint. */
@@ -305,41 +335,20 @@ START_TEST(trace_copy_names_as_the_live_trace)
 	lua_State *L = luaL_newstate();
 	static struct nupp_smp_trace_event ev;
 	GCproto *phot, *pinner;
-	jit_State *J;
-	GCtrace *T = NULL;
+	GCtrace *T = hot_loop_trace(L, &phot, &pinner);
 	struct nupp_traces *live, *copy;
 	struct nupp_smp_stack st;
 	struct nupp_smp_frame a[NUPP_SMP_MAX_DEPTH + 16], b[NUPP_SMP_MAX_DEPTH + 16];
 	size_t size;
-	TraceNo i;
 	SnapNo s;
 	int na, nb, inlined = 0;
 
-	luaL_openlibs(L);
-	ck_assert_int_eq(luaL_loadbuffer(L, chunk, strlen(chunk), "=snaptest"), 0);
-	ck_assert_int_eq(lua_pcall(L, 0, 2, 0), 0);
-	phot = funcproto((GCfunc *)lua_topointer(L, 1));
-	pinner = funcproto((GCfunc *)lua_topointer(L, 2));
-	J = G2J(G(L));
-	for (i = 1; i < J->sizetrace; i++) {
-		GCtrace *t = traceref(J, i);
-
-		if (t && gcref(t->startpt) == obj2gco(phot) && t->linktype == LJ_TRLINK_LOOP)
-			T = t;
-	}
-	ck_assert_msg(T != NULL, "no loop trace for hot()");
 	size = make_event(T, &ev);
 	live = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	copy = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	ck_assert_int_eq(nupp_traces_add(live, (__u64)(uintptr_t)T, T->traceno, 0), 0);
 	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
-	memset(&st, 0, sizeof(st));
-	st.depth = 1;
-	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
-	st.traceno = T->traceno;
-	st.trace = (__u64)(uintptr_t)T;
-	st.mcode = (__u64)(uintptr_t)T->mcode;
-	st.frames[0] = lua_frame(phot, -1);
+	trace_sample(&st, T, phot, 1);
 	/* The first sample decodes the copy; afterwards no read is needed at all. */
 	st.mcofs = T->snap[0].mcofs;
 	ck_assert_int_ge(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), 1);
@@ -362,6 +371,83 @@ START_TEST(trace_copy_names_as_the_live_trace)
 	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
 	ev.h.traceno++;
 	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), -ESTALE);
+	nupp_traces_free(live);
+	nupp_traces_free(copy);
+	lua_close(L);
+}
+END_TEST
+
+/* A copy not decoded yet when its trace is freed: a sample taken while it lived is named
+ * from the copy (decoded then, nothing read), a sample after the free is refused, never
+ * named by it. Decoded, its copy's block goes back to the pool; the next incarnation copied
+ * into that block names its own samples exactly as before and refuses the older
+ * generations'. */
+START_TEST(trace_copy_freed_before_decode_and_pooled)
+{
+	lua_State *L = luaL_newstate();
+	static struct nupp_smp_trace_event ev;
+	GCproto *phot, *pinner;
+	GCtrace *T = hot_loop_trace(L, &phot, &pinner);
+	struct nupp_traces *live, *copy;
+	struct nupp_smp_stack st;
+	struct nupp_smp_frame a[NUPP_SMP_MAX_DEPTH + 16], b[NUPP_SMP_MAX_DEPTH + 16];
+	size_t size;
+	int na, k;
+
+	size = make_event(T, &ev);
+	live = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
+	copy = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
+	ck_assert_int_eq(nupp_traces_add(live, (__u64)(uintptr_t)T, T->traceno, 0), 0);
+	trace_sample(&st, T, phot, 1);
+	st.mcofs = T->snap[T->nsnap - 1].mcofs;
+	na = nupp_traces_expand(live, &st, a, NUPP_SMP_MAX_DEPTH);
+	ck_assert_int_ge(na, 1);
+	fail_reads = 1; /* from here on the target cannot be read: only copies name */
+	for (k = 0; k < 2; k++) {
+		/* Born at generation 10k (pooled block the second time), freed at 10k + 5: by
+		 * its own free, then by a flush. */
+		ev.h.pgen = 10 * (__u64)k;
+		ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
+		nupp_traces_kill(copy, k ? 0 : (__u64)(uintptr_t)T, ev.h.pgen + 5);
+		/* After the free: refused (the copy is not asked, the live read fails). */
+		st.pgen = ev.h.pgen + 5;
+		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+		/* Before its birth (the first incarnation's time, or none): refused too. */
+		if (k) {
+			st.pgen = 4;
+			ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+		}
+		/* While it lived: decoded now from the copy, as the live trace names it. */
+		st.pgen = ev.h.pgen + 4;
+		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
+		ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
+		/* Kept until the purge passes its free. */
+		nupp_traces_purge(copy, ev.h.pgen + 4);
+		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
+		nupp_traces_purge(copy, ev.h.pgen + 5);
+		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	}
+	/* Two incarnations at once, one freed, then a flush while the freed one waits for its
+	 * purge: each names only its own generations, and each purge drops only its own. */
+	ev.h.pgen = 20;
+	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
+	nupp_traces_kill(copy, (__u64)(uintptr_t)T, 25);
+	ev.h.pgen = 30;
+	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
+	nupp_traces_kill(copy, 0, 35);
+	st.pgen = 24;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
+	st.pgen = 27;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	nupp_traces_purge(copy, 25);
+	st.pgen = 24;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	st.pgen = 34;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
+	ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
+	nupp_traces_purge(copy, 35);
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	fail_reads = 0;
 	nupp_traces_free(live);
 	nupp_traces_free(copy);
 	lua_close(L);
@@ -420,13 +506,7 @@ static void loop_lines(lua_State *L, struct nupp_traces *tc, GCproto *pt, int st
 	}
 	ck_assert_msg(T != NULL, "no loop trace at line %d", start);
 	ck_assert_int_eq(nupp_traces_add(tc, (__u64)(uintptr_t)T, T->traceno, 0), 0);
-	memset(&st, 0, sizeof(st));
-	st.depth = 1;
-	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
-	st.traceno = T->traceno;
-	st.trace = (__u64)(uintptr_t)T;
-	st.mcode = (__u64)(uintptr_t)T->mcode;
-	st.frames[0] = lua_frame(pt, -1);
+	trace_sample(&st, T, pt, 1);
 	for (s = 0; s < T->nsnap; s++) {
 		st.mcofs = T->snap[s].mcofs;
 		if (s + 1 < T->nsnap && T->snap[s + 1].mcofs == st.mcofs)
@@ -471,4 +551,4 @@ END_TEST
 
 NUPP_CHECK_MAIN("snapshot", 0, false, false, snap_search_is_rightmost_le,
 		trace_snapshots_give_lines_and_inlined_frames, trace_copy_names_as_the_live_trace,
-		comparison_snapshots_name_the_comparison)
+		trace_copy_freed_before_decode_and_pooled, comparison_snapshots_name_the_comparison)

@@ -240,6 +240,31 @@ START_TEST(named_lua_frames_record_their_functions_lines)
 	name_of(pgfoo, nth_op(pcaller, BC_CALL, 1), FRAME_LUA, b, sizeof(b));
 	ck_assert_uint_eq(t.n, 4);
 	nupp_frame_table_free(&t);
+	/* Every table given gets its frames, even one at the same address as the last
+	 * (a drain's table on the stack): named twice, recorded once; under a second name
+	 * (another call site), recorded again. */
+	for (int round = 0; round < 2; round++) {
+		memset(&t, 0, sizeof(t));
+		nupp_sym_set_frames(sym, &t);
+		name_of(pm, nth_op(pcaller, BC_CALL, 2), FRAME_LUA, b, sizeof(b));
+		name_of(pm, nth_op(pcaller, BC_CALL, 2), FRAME_LUA, b, sizeof(b));
+		name_of(pfoo, nth_op(pcaller, BC_CALL, 0), FRAME_LUA, b, sizeof(b));
+		ck_assert_int_eq(nupp_sym_set_frames(sym, NULL), 0);
+		ck_assert_uint_eq(t.n, 2);
+		expect_frame(&t, "symtest:m", "symtest", 3, 3);
+		expect_frame(&t, "symtest:foo", "symtest", 1, 1);
+		nupp_frame_table_free(&t);
+	}
+	memset(&t, 0, sizeof(t));
+	nupp_sym_set_frames(sym, &t);
+	ck_assert_str_eq(name_of(pfoo, nth_op(pcaller, BC_CALL, 0), FRAME_LUA, b, sizeof(b)), "symtest:foo");
+	ck_assert_str_eq(name_of(pfoo, nth_op(pcaller, BC_CALL, 0), FRAME_C, b, sizeof(b)), "symtest:1");
+	ck_assert_str_eq(name_of(pfoo, nth_op(pcaller, BC_CALL, 0), FRAME_LUA, b, sizeof(b)), "symtest:foo");
+	ck_assert_int_eq(nupp_sym_set_frames(sym, NULL), 0);
+	ck_assert_uint_eq(t.n, 2);
+	expect_frame(&t, "symtest:foo", "symtest", 1, 1);
+	expect_frame(&t, "symtest:1", "symtest", 1, 1);
+	nupp_frame_table_free(&t);
 	nupp_sym_free(ls);
 }
 END_TEST

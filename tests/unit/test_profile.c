@@ -171,6 +171,73 @@ START_TEST(hundred_thousand_distinct_stacks)
 }
 END_TEST
 
+/* Rows taken from per-drain sets (the session's merge: zone ids renamed, some rows kept)
+ * give exactly the rows and totals that adding copies gives; the sets taken from hold
+ * nothing afterwards, and a set that grew (rehashed from kept hashes) still finds every
+ * row. */
+START_TEST(rows_taken_give_the_same_totals)
+{
+	enum { N = 3000, DRAINS = 4 };
+	struct nupp_sample_set by_add = { 0 }, by_take = { 0 };
+	char buf[256];
+	unsigned d, i;
+	size_t r;
+
+	for (d = 0; d < DRAINS; d++) {
+		struct nupp_sample_set raw = { 0 };
+
+		/* A drain: rows of two pids, some twice, zone "#1" (renamed) or "" (kept). */
+		for (i = d * 500; i < d * 500 + N; i++) {
+			struct nupp_sample_row c = { .pid = 10 + (pid_t)(i % 2), .tid = 7, .count = i % 3 + 1,
+						     .compiled = i % 3 + 1 };
+
+			synth_stack(buf, sizeof(buf), i % 2000);
+			ck_assert_int_eq(nupp_sample_set_add(&raw, i % 4 ? "" : "#1", buf, &c), 0);
+		}
+		for (r = 0; r < raw.n; r++) {
+			const char *zone = raw.rows[r].zone_path[0] == '#' ? "frame/update" : NULL;
+
+			ck_assert_int_eq(nupp_sample_set_add(&by_add, zone ? zone : raw.rows[r].zone_path,
+							     raw.rows[r].stack, &raw.rows[r]), 0);
+		}
+		for (r = 0; r < raw.n; r++) {
+			const char *zone = raw.rows[r].zone_path[0] == '#' ? "frame/update" : NULL;
+
+			ck_assert_int_eq(nupp_sample_set_take(&by_take, &raw, r, zone), 0);
+			ck_assert_ptr_null(raw.rows[r].stack);
+			ck_assert_uint_eq(raw.rows[r].count, 0);
+			/* taken already: nothing more */
+			ck_assert_int_eq(nupp_sample_set_take(&by_take, &raw, r, zone), 0);
+		}
+		nupp_sample_set_free(&raw);
+	}
+	/* Drains overlap by 2,500 of 3,000 stack numbers, folded onto 2,000 stacks. */
+	ck_assert_uint_eq(by_take.n, by_add.n);
+	ck_assert_uint_eq(by_take.samples, by_add.samples);
+	ck_assert_uint_eq(by_take.samples, 4 * ((N / 3) * (1 + 2 + 3)));
+	for (r = 0; r < by_add.n; r++) {
+		const struct nupp_sample_row *a = &by_add.rows[r], *t = &by_take.rows[r];
+
+		ck_assert_int_eq(a->pid, t->pid);
+		ck_assert_int_eq(a->tid, t->tid);
+		ck_assert_str_eq(a->zone_path, t->zone_path);
+		ck_assert_str_eq(a->stack, t->stack);
+		ck_assert_uint_eq(a->count, t->count);
+		ck_assert_uint_eq(a->compiled, t->compiled);
+	}
+	/* Every row is found again after the growths (one more sample on each). */
+	for (r = 0; r < by_add.n; r++) {
+		struct nupp_sample_row c = { .pid = by_add.rows[r].pid, .tid = 7, .count = 1 };
+
+		ck_assert_int_eq(nupp_sample_set_add(&by_take, by_add.rows[r].zone_path, by_add.rows[r].stack, &c), 0);
+	}
+	ck_assert_uint_eq(by_take.n, by_add.n);
+	ck_assert_uint_eq(by_take.samples, by_add.samples + by_add.n);
+	nupp_sample_set_free(&by_add);
+	nupp_sample_set_free(&by_take);
+}
+END_TEST
+
 /* Rows that merge under a root cut: 100k stacks onto 7 rows, counts summed exactly. */
 START_TEST(root_cut_merges_many_rows)
 {
@@ -257,5 +324,5 @@ NUPP_CHECK_MAIN("profile", 60, false, false,
 		rows_merge_and_sort_by_count,
 		zone_prefix_keeps_the_subtree,
 		root_cuts_below_outermost_frame_and_merges,
-		hundred_thousand_distinct_stacks, root_cut_merges_many_rows,
+		hundred_thousand_distinct_stacks, rows_taken_give_the_same_totals, root_cut_merges_many_rows,
 		json_profile_reads_back)
