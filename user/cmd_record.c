@@ -641,10 +641,11 @@ static void record_walk_stats(struct nupp_sampler *smp)
 /* Prints the kernel cost of the BPF programs (needs kernel.bpf_stats_enabled=1). */
 static void record_stats(struct nupp_sampler *smp, struct nupp_trace *tr)
 {
-	__u64 ns = 0, cnt = 0, tns = 0, tcnt = 0, pns = 0, pcnt = 0;
+	__u64 ns = 0, cnt = 0, tns = 0, tcnt = 0, pns = 0, pcnt = 0, lns = 0, lcnt = 0;
 
 	nupp_sampler_stats(smp, &ns, &cnt);
 	nupp_sampler_proto_stats(smp, &pns, &pcnt);
+	nupp_sampler_tracelife_stats(smp, &lns, &lcnt);
 	if (tr)
 		nupp_trace_stats(tr, &tns, &tcnt);
 	if (!cnt && !tcnt) {
@@ -653,9 +654,11 @@ static void record_stats(struct nupp_sampler *smp, struct nupp_trace *tr)
 	}
 	fprintf(stderr,
 		"nupp-bpf: bpf sampler %llu runs, %.0f ns/run; trace %llu runs, %.0f ns/run; "
-		"prototype events %llu runs, %.0f ns/run\n",
+		"prototype events %llu runs, %.0f ns/run; trace lifetime events (copies at trace_stop) "
+		"%llu runs, %.0f ns/run\n",
 		(unsigned long long)cnt, cnt ? (double)ns / cnt : 0.0, (unsigned long long)tcnt,
-		tcnt ? (double)tns / tcnt : 0.0, (unsigned long long)pcnt, pcnt ? (double)pns / pcnt : 0.0);
+		tcnt ? (double)tns / tcnt : 0.0, (unsigned long long)pcnt, pcnt ? (double)pns / pcnt : 0.0,
+		(unsigned long long)lcnt, lcnt ? (double)lns / lcnt : 0.0);
 }
 
 /* Prints the warnings of a finished session: children not followed. */

@@ -1344,6 +1344,18 @@ int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *
 	return e ? e : smp_prog_stats(s->skel->progs.nupp_smp_proto_free, run_time_ns, run_cnt);
 }
 
+/* Kernel cost so far of the trace lifetime programs (luajit:trace_stop, trace_free,
+ * trace_flush). */
+int nupp_sampler_tracelife_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt)
+{
+	int e;
+
+	*run_time_ns = *run_cnt = 0;
+	e = smp_prog_stats(s->skel->progs.nupp_smp_trace_stop, run_time_ns, run_cnt);
+	e = e ? e : smp_prog_stats(s->skel->progs.nupp_smp_trace_free, run_time_ns, run_cnt);
+	return e ? e : smp_prog_stats(s->skel->progs.nupp_smp_trace_flush, run_time_ns, run_cnt);
+}
+
 /* Outcomes of luajit:trace_stop so far (the BPF tcopy[] counters). */
 int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n)
 {
