@@ -35,8 +35,9 @@ assert it["share"] > 50 and it["interpretedOfLua"] > 80, it
 ab = it["aborts"][0]
 assert ab == {"severity": "blacklist", "reason": "NYI: bytecode FNEW", "location": "blacklisted_loop.lua:15",
               "count": 1, "zonePath": "", "join": "within"}, ab
-# work() compiles: it is never listed.
-assert all(i["last"] < 4 or i["first"] > 10 for i in d["items"]), d["items"]
+# work() compiles: only its entry and return run interpreted (nanoseconds a call), so a
+# block of its lines (4-8) is at most a stray sample or two, never joined to the loop's.
+assert all(i["last"] < 4 or i["first"] > 8 or i["share"] < 2 for i in d["items"]), d["items"]
 PY
 
 # Recorded without --lines: functions, joined by file, and the text says so.
