@@ -101,6 +101,12 @@ static int smp_read(void *ctx, __u64 addr, void *buf, size_t len)
 	return nupp_vm_read((pid_t)(long)ctx, addr, buf, len);
 }
 
+/* Vectored process_vm_readv reader for the symbolizer. */
+static int smp_readv(void *ctx, const struct nupp_read_seg *seg, int n)
+{
+	return nupp_vm_readv((pid_t)(long)ctx, seg, n);
+}
+
 /* perf_event_open(2). */
 static int smp_perf_open(struct perf_event_attr *a, pid_t pid, int cpu)
 {
@@ -564,8 +570,10 @@ static int smp_target_ready(struct nupp_sampler *s, struct smp_target *t)
 	}
 	if (!t->sym) {
 		t->sym = nupp_sym_new(t->pid, &t->lo, s->opts.lines, smp_read, (void *)(long)t->pid);
-		if (t->sym)
+		if (t->sym) {
 			nupp_sym_set_full_filenames(t->sym, s->opts.full_filenames);
+			nupp_sym_set_readv(t->sym, smp_readv);
+		}
 		if (t->sym && t->amap)
 			nupp_sym_set_addrmap(t->sym, t->amap);
 	}

@@ -14,6 +14,22 @@
 /* Reads len bytes of the target at addr: 0 or -errno (nupp_vm_read, or fake memory). */
 typedef int (*nupp_read_fn)(void *ctx, __u64 addr, void *buf, size_t len);
 
+/* One range of a vectored read of the target. */
+struct nupp_read_seg {
+	__u64 addr;
+	void *buf;
+	size_t len;
+};
+
+/* Reads n ranges of the target in one go: how many leading ranges were read whole (0..n;
+ * the read stops at the first range that is not mapped), or -errno (nupp_vm_readv, or
+ * fake memory). */
+typedef int (*nupp_readv_fn)(void *ctx, const struct nupp_read_seg *seg, int n);
+
+/* process_vm_readv of n ranges of pid, IOV_MAX at a time (each call counted by
+ * nupp_vm_read_calls): see nupp_readv_fn. */
+int nupp_vm_readv(pid_t pid, const struct nupp_read_seg *seg, int n);
+
 /* -- Symbolizer (user/symbolize.c) ---------------------------------------------- */
 
 struct nupp_sym;
@@ -23,6 +39,9 @@ struct nupp_sym *nupp_sym_new(pid_t pid, const struct nupp_lj_layout *lo, bool l
 			      void *read_ctx);
 /* Frees it and its caches. */
 void nupp_sym_free(struct nupp_sym *s);
+/* Gives it a vectored reader (one system call for many ranges); without one, the ranges
+ * of a vectored read are read one by one. */
+void nupp_sym_set_readv(struct nupp_sym *s, nupp_readv_fn readv);
 /* Names frames (innermost first) sampled at prototype generation pgen (struct
  * nupp_smp_stack) as "outer;...;inner" in a malloc'ed string; 0 or -errno (-ESTALE: a
  * prototype of the sample was freed before it could be named, or its fingerprint no

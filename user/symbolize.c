@@ -42,6 +42,11 @@ static const char *const sym_varnames[] = {
 
 #define SYM_ALIVE (~0ull)
 
+/* String constants of a prototype read at once (the first this many): each range holds
+ * the GCstr header and this many bytes of its text; a longer one is read alone. */
+#define SYM_KSTR_BULK 2048
+#define SYM_KSTR_HEAD 48
+
 /* A string constant of a prototype, read while it was alive. */
 struct sym_kstr_entry {
 	__u32 idx;
@@ -69,6 +74,7 @@ struct sym_proto {
 	 * be freed: only these name frames then), with the drain that read each. */
 	struct sym_kstr_entry *kstr;
 	int nkstr;
+	bool kstr_bulk; /* all of them were read at once (sym_kstr_load) */
 	unsigned char *mem; /* NULL: not copied yet */
 	__u32 size;         /* bytes of mem (the copy of a freed prototype may be cut) */
 	/* Names its call sites gave (sym_funcname of a position), from mem and kstr as they
@@ -94,6 +100,7 @@ struct nupp_sym {
 	bool full_filenames; /* modules are the chunk's full path, not jit.p's basename */
 	struct nupp_lj_layout lo;
 	nupp_read_fn read;
+	nupp_readv_fn readv; /* NULL: the ranges one by one with read */
 	void *read_ctx;
 	struct sym_proto *protos[SYM_BUCKETS];
 	struct sym_cfunc *cfuncs[SYM_BUCKETS];
@@ -143,6 +150,28 @@ struct nupp_sym *nupp_sym_new(pid_t pid, const struct nupp_lj_layout *lo, bool l
 	s->read = read;
 	s->read_ctx = read_ctx;
 	return s;
+}
+
+/* Gives it a vectored reader. */
+void nupp_sym_set_readv(struct nupp_sym *s, nupp_readv_fn readv)
+{
+	s->readv = readv;
+}
+
+/* Reads n ranges, with the vectored reader or one by one: how many leading ranges were
+ * read whole, or -errno. */
+static int sym_readv(struct nupp_sym *s, const struct nupp_read_seg *seg, int n)
+{
+	int i, err;
+
+	if (s->readv)
+		return s->readv(s->read_ctx, seg, n);
+	for (i = 0; i < n; i++) {
+		err = s->read(s->read_ctx, seg[i].addr, seg[i].buf, seg[i].len);
+		if (err)
+			return i ? i : err;
+	}
+	return n;
 }
 
 /* Frees a prototype record. */
@@ -363,6 +392,8 @@ static bool sym_fp_eq(const struct sym_proto *p, const struct nupp_smp_frame *f)
 	return p->chunk == f->chunkname && p->firstline == f->firstline && p->sizebc == f->sizebc;
 }
 
+static int sym_kstr_load(struct nupp_sym *s, struct sym_proto *p);
+
 /* Copies p's allocation from the target (it must be alive), checked against f. */
 static int sym_proto_read(struct nupp_sym *s, struct sym_proto *p, const struct nupp_smp_frame *f)
 {
@@ -395,6 +426,11 @@ static int sym_proto_read(struct nupp_sym *s, struct sym_proto *p, const struct 
 	p->mem_live = true;
 	p->size = sizept;
 	p->live_drain = s->drain;
+	/* Its string constants with it, while it lives: the names of its call sites may be
+	 * needed only after the process is gone (its last samples). Not read now (the GC
+	 * sweeps): when first needed. */
+	if (!p->kstr_bulk)
+		sym_kstr_load(s, p);
 	return 0;
 }
 
@@ -749,6 +785,7 @@ __u64 nupp_sym_lost(struct nupp_sym *s, __u64 pgen)
 			}
 			if (p->live_module)
 				p->have_module = false;
+			p->kstr_bulk = false; /* read again while alive, if needed */
 			for (j = 0; j < p->nkstr;)
 				if (p->kstr[j].drain > proven) {
 					free(p->kstr[j].str);
@@ -873,6 +910,98 @@ static const char *sym_varname(const struct sym_proto *p, __u32 pc, __u32 slot, 
 	return NULL;
 }
 
+/* Adds string constant idx of p, read at the current drain; 0 or -ENOMEM. */
+static int sym_kstr_add(struct nupp_sym *s, struct sym_proto *p, __u32 idx, const char *str, size_t len)
+{
+	struct sym_kstr_entry *e = realloc(p->kstr, (p->nkstr + 1) * sizeof(*e));
+
+	if (!e)
+		return -ENOMEM;
+	p->kstr = e;
+	e[p->nkstr].idx = idx;
+	e[p->nkstr].drain = s->drain;
+	e[p->nkstr].str = strndup(str, len);
+	if (!e[p->nkstr].str)
+		return -ENOMEM;
+	p->nkstr++;
+	return 0;
+}
+
+/* Reads the string constants of p (alive, its copy read) in one vectored read, proven
+ * like a live string (the GC outside a sweep that may free them, before and after):
+ * each range is a constant's GCstr header and the first SYM_KSTR_HEAD bytes of its text;
+ * a constant that is no string, or longer, or past a range not read is left to sym_kstr's
+ * read of one. 0 (p->kstr_bulk set), -EAGAIN (the GC sweeps: tried again later), or
+ * -errno. */
+static int sym_kstr_load(struct nupp_sym *s, struct sym_proto *p)
+{
+	const struct nupp_lj_layout *lo = &s->lo;
+	__u64 k = sym_u64(p, offsetof(GCproto, k));
+	__u32 nk = 0, n, i, m = 0, len, span = lo->str_size + SYM_KSTR_HEAD;
+	const unsigned char *at;
+	struct nupp_read_seg *seg;
+	__u32 *idx;
+	unsigned char *bytes;
+	int got, err = 0;
+
+	memcpy(&nk, p->mem + offsetof(GCproto, sizekgc), sizeof(nk));
+	n = nk < SYM_KSTR_BULK ? nk : SYM_KSTR_BULK;
+	if (!k || !n || !(at = sym_at(p, k - 8ull * n, 8ull * n))) {
+		p->kstr_bulk = true;
+		return 0;
+	}
+	seg = malloc(n * sizeof(*seg));
+	idx = malloc(n * sizeof(*idx));
+	bytes = malloc((size_t)n * span);
+	if (!seg || !idx || !bytes) {
+		err = -ENOMEM;
+		goto out;
+	}
+	/* Constant i is the GCRef at k[-1 - i]. */
+	for (i = 0; i < n; i++) {
+		__u64 ref;
+
+		memcpy(&ref, at + 8ull * (n - 1 - i), sizeof(ref));
+		ref &= lo->gcvmask;
+		if (!ref)
+			continue;
+		seg[m].addr = ref;
+		seg[m].buf = bytes + (size_t)m * span;
+		seg[m].len = span;
+		idx[m++] = i;
+	}
+	if (!sym_gc_quiet(s, p->pt)) {
+		err = -EAGAIN;
+		goto out;
+	}
+	got = m ? sym_readv(s, seg, (int)m) : 0;
+	if (got < 0) {
+		err = got;
+		goto out;
+	}
+	if (!sym_gc_quiet(s, p->pt)) {
+		err = -EAGAIN;
+		goto out;
+	}
+	for (i = 0; i < (__u32)got; i++) {
+		const unsigned char *h = seg[i].buf;
+
+		memcpy(&len, h + lo->str_len, sizeof(len));
+		if (h[lo->pt_gct] != lo->gct_str || len > SYM_KSTR_HEAD)
+			continue;
+		err = sym_kstr_add(s, p, idx[i], (const char *)h + lo->str_size, len);
+		if (err)
+			goto out;
+	}
+	p->kstr_bulk = true;
+	p->live_drain = s->drain;
+out:
+	free(seg);
+	free(idx);
+	free(bytes);
+	return err;
+}
+
 /* Collectable constant idx (negative) of the proto, a GCstr*, read as a string. */
 static int sym_kstr(struct nupp_sym *s, struct sym_proto *p, __u32 idx, char *buf, size_t size)
 {
@@ -893,6 +1022,14 @@ static int sym_kstr(struct nupp_sym *s, struct sym_proto *p, __u32 idx, char *bu
 		s->refused = true;
 		return -ESTALE;
 	}
+	/* The first one needed: all of them at once, in one read (a program's last samples
+	 * are named after it exits, from what was read before). */
+	if (!p->kstr_bulk && sym_kstr_load(s, p) == 0)
+		for (i = 0; i < p->nkstr; i++)
+			if (p->kstr[i].idx == idx) {
+				snprintf(buf, size, "%s", p->kstr[i].str);
+				return 0;
+			}
 	memcpy(&str, at, 8);
 	err = sym_read_live_str(s, p->pt, str & s->lo.gcvmask, buf, size);
 	if (err)

@@ -11,6 +11,7 @@
 #include <libelf.h>
 
 #include "nupp_internal.h"
+#include "sampler_internal.h"
 
 /* process_vm_readv calls so far (any thread). */
 static __u64 vm_read_calls;
@@ -28,6 +29,41 @@ int nupp_vm_read(pid_t pid, __u64 addr, void *buf, size_t len)
 	if (n < 0)
 		return -errno;
 	return (size_t)n == len ? 0 : -EFAULT;
+}
+
+/* Reads n ranges of pid, IOV_MAX at a time; how many leading ranges were read whole, or
+ * -errno when not even the first could be read. */
+int nupp_vm_readv(pid_t pid, const struct nupp_read_seg *seg, int n)
+{
+	struct iovec local[IOV_MAX], remote[IOV_MAX];
+	int done = 0, i, m;
+
+	while (done < n) {
+		size_t want = 0;
+		ssize_t got;
+
+		m = n - done < IOV_MAX ? n - done : IOV_MAX;
+		for (i = 0; i < m; i++) {
+			local[i].iov_base = seg[done + i].buf;
+			local[i].iov_len = seg[done + i].len;
+			remote[i].iov_base = (void *)(uintptr_t)seg[done + i].addr;
+			remote[i].iov_len = seg[done + i].len;
+			want += seg[done + i].len;
+		}
+		__atomic_fetch_add(&vm_read_calls, 1, __ATOMIC_RELAXED);
+		got = process_vm_readv(pid, local, (unsigned long)m, remote, (unsigned long)m, 0);
+		if (got < 0)
+			return done ? done : -errno;
+		if ((size_t)got == want) {
+			done += m;
+			continue;
+		}
+		/* A short read stops at the first range not mapped whole. */
+		for (i = 0; i < m && (size_t)got >= seg[done + i].len; i++)
+			got -= (ssize_t)seg[done + i].len;
+		return done + i;
+	}
+	return done;
 }
 
 /* process_vm_readv calls made by nupp_vm_read so far. */

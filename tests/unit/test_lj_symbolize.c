@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/mman.h>
 
 #include "lua.h"
 #include "lauxlib.h"
@@ -541,6 +542,117 @@ START_TEST(string_constants_read_alive_outlive_the_caller)
 }
 END_TEST
 
+/* A target that can exit: reads of it fail as process_vm_readv's of a gone process do,
+ * and every read is counted. */
+static bool target_gone;
+static int ngone_reads, ngone_readv, ngone_segs;
+
+static int gone_read(void *ctx, __u64 addr, void *buf, size_t len)
+{
+	ngone_reads++;
+	if (target_gone)
+		return -ESRCH;
+	memcpy(buf, (const void *)(uintptr_t)addr, len);
+	return 0;
+}
+
+static int gone_readv(void *ctx, const struct nupp_read_seg *seg, int n)
+{
+	ngone_readv++;
+	ngone_segs += n;
+	if (target_gone)
+		return -ESRCH;
+	for (int i = 0; i < n; i++)
+		memcpy(seg[i].buf, (const void *)(uintptr_t)seg[i].addr, seg[i].len);
+	return n;
+}
+
+START_TEST(string_constants_are_read_with_their_prototype_and_name_after_exit)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, gone_read, NULL);
+	struct nupp_smp_frame f;
+	int reads;
+
+	nupp_sym_set_readv(s, gone_readv);
+	target_gone = false;
+	ngone_reads = ngone_readv = ngone_segs = 0;
+	born(s, pcaller, 0, "=symtest");
+	born(s, pgfoo, 0, "=symtest");
+	born(s, pm, 0, "=symtest");
+	nupp_sym_begin(s);
+	/* The callees read (named without a caller), then the caller, by its first call site
+	 * (an upvalue's name: no constant needed). Its string constants come with it, all
+	 * in one vectored read. */
+	f = lua_frame(pgfoo, 0, FRAME_LUA);
+	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 0, b, sizeof(b)), 0);
+	f = lua_frame(pm, 0, FRAME_LUA);
+	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 0, b, sizeof(b)), 0);
+	ck_assert_int_eq(ngone_readv, 0);
+	ck_assert_int_eq(name_at(s, pfoo, 0, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:foo");
+	ck_assert_int_eq(ngone_readv, 1);
+	ck_assert_int_eq(ngone_segs, (int)pcaller->sizekgc);
+	/* The process exits: its other call sites, first named now (its last samples), are
+	 * named from what was read, and nothing more is read. */
+	target_gone = true;
+	reads = ngone_reads + ngone_readv;
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:gfoo");
+	ck_assert_int_eq(name_at(s, pm, 2, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:m");
+	ck_assert_int_eq(name_at(s, pm, 3, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:m");
+	ck_assert_int_eq(ngone_reads + ngone_readv, reads);
+	/* Without the vectored reader, the same one range at a time. */
+	nupp_sym_free(s);
+	s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, gone_read, NULL);
+	target_gone = false;
+	ngone_readv = 0;
+	born(s, pcaller, 0, "=symtest");
+	born(s, pgfoo, 0, "=symtest");
+	nupp_sym_begin(s);
+	f = lua_frame(pgfoo, 0, FRAME_LUA);
+	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 0, b, sizeof(b)), 0);
+	ck_assert_int_eq(name_at(s, pfoo, 0, 0, b, sizeof(b)), 0);
+	target_gone = true;
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:gfoo");
+	ck_assert_int_eq(ngone_readv, 0);
+	nupp_sym_free(s);
+}
+END_TEST
+
+START_TEST(vectored_reads_stop_at_the_first_range_not_mapped)
+{
+	static char src[1500][8], dst[1500][8];
+	static struct nupp_read_seg seg[1500];
+	char *hole = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	__u64 calls;
+	int i;
+
+	ck_assert_ptr_ne(hole, MAP_FAILED);
+	ck_assert_int_eq(munmap(hole, 4096), 0);
+	for (i = 0; i < 1500; i++) {
+		snprintf(src[i], sizeof(src[i]), "r%d", i);
+		seg[i] = (struct nupp_read_seg){ (__u64)(uintptr_t)src[i], dst[i], sizeof(dst[i]) };
+	}
+	/* More ranges than one process_vm_readv takes (IOV_MAX): two calls, all read. */
+	calls = nupp_vm_read_calls();
+	ck_assert_int_eq(nupp_vm_readv(getpid(), seg, 1500), 1500);
+	ck_assert_uint_eq(nupp_vm_read_calls() - calls, 2);
+	ck_assert_str_eq(dst[0], "r0");
+	ck_assert_str_eq(dst[1499], "r1499");
+	/* The third range not mapped: the two before it are read, not the one after. */
+	memset(dst, 0, sizeof(dst));
+	seg[2].addr = (__u64)(uintptr_t)hole;
+	ck_assert_int_eq(nupp_vm_readv(getpid(), seg, 4), 2);
+	ck_assert_str_eq(dst[1], "r1");
+	/* Not even the first: the error. */
+	ck_assert_int_eq(nupp_vm_readv(getpid(), seg + 2, 2), -EFAULT);
+}
+END_TEST
+
 static int stack_at(struct nupp_sym *s, GCproto *pt, __u64 gen, char **out);
 
 START_TEST(strings_are_not_read_while_the_gc_sweeps)
@@ -797,6 +909,8 @@ int main(void)
 	tcase_add_test(tc, a_free_after_a_read_in_the_same_drain_names_again);
 	tcase_add_test(tc, a_freed_callers_string_constants_are_not_trusted);
 	tcase_add_test(tc, string_constants_read_alive_outlive_the_caller);
+	tcase_add_test(tc, string_constants_are_read_with_their_prototype_and_name_after_exit);
+	tcase_add_test(tc, vectored_reads_stop_at_the_first_range_not_mapped);
 	tcase_add_test(tc, a_closing_vms_string_constants_name_after_its_free);
 	tcase_add_test(tc, host_code_is_named_by_its_elf_symbol);
 	tcase_add_test(tc, strings_are_not_read_while_the_gc_sweeps);
