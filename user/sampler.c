@@ -46,6 +46,9 @@ struct smp_target {
 		int ok;     /* what it stored: NUPP_SMP_SYNC_* */
 	} sites[64];
 	int nsites;
+	/* Prototypes born that may be read at once (nupp_sym_prefetch), refilled with time. */
+	double pf_tokens;
+	__u64 pf_us;
 };
 
 /* USDT probes attached for one (binary, pid). */
@@ -83,6 +86,8 @@ struct nupp_sampler {
 /* Events a drain handles before it names (and between naming rounds): all of them,
  * unless the target sends faster than they are read. */
 #define SMP_DRAIN_EVENTS 65536
+/* Prototypes born read at once a second at most (smp_prefetch). */
+#define SMP_PREFETCH_RATE 4096
 /* Returned by the ring buffer callback when the poll's budget is spent. */
 #define SMP_EV_BUDGET (-EOVERFLOW)
 
@@ -533,6 +538,30 @@ int nupp_sampler_pause(struct nupp_sampler *s, bool paused)
 
 /* Services ring buffers (VM, trace and prototype lifetime events) for up to timeout_ms,
  * at most SMP_POLL_EVENTS events. */
+/* Reads the prototypes born since the last poll while they live, SMP_PREFETCH_RATE a
+ * second at most (a target that makes prototypes without pause has most of them read
+ * when a sample needs them). */
+static void smp_prefetch(struct nupp_sampler *s)
+{
+	__u64 now = smp_now_us();
+	int i;
+
+	for (i = 0; i < s->ntargets; i++) {
+		struct smp_target *t = &s->targets[i];
+
+		if (!t->sym)
+			continue;
+		if (!t->pf_us)
+			t->pf_tokens = SMP_PREFETCH_RATE;
+		else
+			t->pf_tokens += (double)(now - t->pf_us) * SMP_PREFETCH_RATE / 1e6;
+		if (t->pf_tokens > SMP_PREFETCH_RATE)
+			t->pf_tokens = SMP_PREFETCH_RATE;
+		t->pf_us = now;
+		t->pf_tokens -= nupp_sym_prefetch(t->sym, (int)t->pf_tokens);
+	}
+}
+
 int nupp_sampler_poll(struct nupp_sampler *s, int timeout_ms)
 {
 	int n;
@@ -542,6 +571,7 @@ int nupp_sampler_poll(struct nupp_sampler *s, int timeout_ms)
 	/* Prototype events do not wake us (bpf/sampler.bpf.c): read what is there. */
 	if (n >= 0 && s->ev_left > 0)
 		n = ring_buffer__consume(s->rb);
+	smp_prefetch(s);
 	return n < 0 && n != -EINTR && n != SMP_EV_BUDGET ? n : 0;
 }
 

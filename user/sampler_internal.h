@@ -42,6 +42,10 @@ void nupp_sym_free(struct nupp_sym *s);
 /* Gives it a vectored reader (one system call for many ranges); without one, the ranges
  * of a vectored read are read one by one. */
 void nupp_sym_set_readv(struct nupp_sym *s, nupp_readv_fn readv);
+/* Reads up to max of the prototypes born since the last call (their allocations and
+ * string constants, in three vectored reads) while they live; the others are read when a
+ * sample needs them. Returns how many were read. */
+int nupp_sym_prefetch(struct nupp_sym *s, int max);
 /* Names frames (innermost first) sampled at prototype generation pgen (struct
  * nupp_smp_stack) as "outer;...;inner" in a malloc'ed string; 0 or -errno (-ESTALE: a
  * prototype of the sample was freed before it could be named, or its fingerprint no

@@ -46,6 +46,10 @@ static const char *const sym_varnames[] = {
  * the GCstr header and this many bytes of its text; a longer one is read alone. */
 #define SYM_KSTR_BULK 2048
 #define SYM_KSTR_HEAD 48
+/* Prototypes born since the last prefetch that are queued to be read (more are read when
+ * a sample needs them), and the ranges of one prefetch's read of string constants. */
+#define SYM_BORN_MAX 4096
+#define SYM_PREFETCH_SEGS 8192
 
 /* A string constant of a prototype, read while it was alive. */
 struct sym_kstr_entry {
@@ -133,6 +137,9 @@ struct nupp_sym {
 	bool own_amap;             /* made here (no nupp_sym_set_addrmap) */
 	struct nupp_frame_table *frames; /* where named Lua frames are recorded (NULL: not) */
 	int frames_err;                  /* -ENOMEM once recording one failed */
+	/* Prototypes born since the last prefetch (nupp_sym_prefetch reads them). */
+	__u64 born[SYM_BORN_MAX];
+	int nborn;
 };
 
 /* A symbolizer for one process. */
@@ -527,6 +534,8 @@ int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 f
 		buf[len] = 0;
 		sym_set_module(s, p, buf);
 	}
+	if (s->nborn < SYM_BORN_MAX)
+		s->born[s->nborn++] = pt;
 	return 0;
 }
 
@@ -927,59 +936,96 @@ static int sym_kstr_add(struct nupp_sym *s, struct sym_proto *p, __u32 idx, cons
 	return 0;
 }
 
-/* Reads the string constants of p (alive, its copy read) in one vectored read, proven
- * like a live string (the GC outside a sweep that may free them, before and after):
- * each range is a constant's GCstr header and the first SYM_KSTR_HEAD bytes of its text;
- * a constant that is no string, or longer, or past a range not read is left to sym_kstr's
- * read of one. 0 (p->kstr_bulk set), -EAGAIN (the GC sweeps: tried again later), or
- * -errno. */
-static int sym_kstr_load(struct nupp_sym *s, struct sym_proto *p)
+/* Whether no VM of the process sweeps (its strings are then intact: sym_gc_quiet). */
+static bool sym_gc_idle(struct nupp_sym *s)
+{
+	int i;
+
+	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
+		__u8 st = 0;
+
+		if (!s->vms[i])
+			continue;
+		if (s->read(s->read_ctx, s->vms[i] + s->lo.g_gc_state, &st, 1) || st == s->lo.gcs_sweepstring ||
+		    st == s->lo.gcs_sweep)
+			return false;
+	}
+	return true;
+}
+
+/* Reads the string constants of the prototypes ps[n] (alive, their copies read) in one
+ * vectored read, proven like a live string: for one prototype, sym_gc_quiet before and
+ * after; for several, no VM sweeping (sym_gc_idle) before and after. Each range is a
+ * constant's GCstr header and the first SYM_KSTR_HEAD bytes of its text; a constant that
+ * is no string, or longer, or in a range not read is left to sym_kstr's read of one.
+ * The prototypes whose ranges fit in one read get kstr_bulk. 0, -EAGAIN (the GC sweeps:
+ * tried again when needed), or -errno. */
+static int sym_kstr_load_many(struct nupp_sym *s, struct sym_proto **ps, int n)
 {
 	const struct nupp_lj_layout *lo = &s->lo;
-	__u64 k = sym_u64(p, offsetof(GCproto, k));
-	__u32 nk = 0, n, i, m = 0, len, span = lo->str_size + SYM_KSTR_HEAD;
-	const unsigned char *at;
-	struct nupp_read_seg *seg;
-	__u32 *idx;
-	unsigned char *bytes;
-	int got, err = 0;
+	__u32 span = lo->str_size + SYM_KSTR_HEAD, nseg = 0, cap = 0, len, i;
+	struct nupp_read_seg *seg = NULL;
+	__u32 *idx = NULL;
+	int *of = NULL, j, done = 0, got, err = 0;
+	unsigned char *bytes = NULL;
 
-	memcpy(&nk, p->mem + offsetof(GCproto, sizekgc), sizeof(nk));
-	n = nk < SYM_KSTR_BULK ? nk : SYM_KSTR_BULK;
-	if (!k || !n || !(at = sym_at(p, k - 8ull * n, 8ull * n))) {
-		p->kstr_bulk = true;
-		return 0;
-	}
-	seg = malloc(n * sizeof(*seg));
-	idx = malloc(n * sizeof(*idx));
-	bytes = malloc((size_t)n * span);
-	if (!seg || !idx || !bytes) {
-		err = -ENOMEM;
-		goto out;
-	}
-	/* Constant i is the GCRef at k[-1 - i]. */
-	for (i = 0; i < n; i++) {
-		__u64 ref;
+	for (j = 0; j < n; j++) {
+		__u32 nk = 0;
 
-		memcpy(&ref, at + 8ull * (n - 1 - i), sizeof(ref));
-		ref &= lo->gcvmask;
-		if (!ref)
-			continue;
-		seg[m].addr = ref;
-		seg[m].buf = bytes + (size_t)m * span;
-		seg[m].len = span;
-		idx[m++] = i;
+		memcpy(&nk, ps[j]->mem + offsetof(GCproto, sizekgc), sizeof(nk));
+		cap += nk < SYM_KSTR_BULK ? nk : SYM_KSTR_BULK;
 	}
-	if (!sym_gc_quiet(s, p->pt)) {
+	if (cap > SYM_PREFETCH_SEGS)
+		cap = SYM_PREFETCH_SEGS;
+	if (cap) {
+		seg = malloc(cap * sizeof(*seg));
+		idx = malloc(cap * sizeof(*idx));
+		of = malloc(cap * sizeof(*of));
+		bytes = malloc((size_t)cap * span);
+		if (!seg || !idx || !of || !bytes) {
+			err = -ENOMEM;
+			goto out;
+		}
+	}
+	/* Constant i of a prototype is the GCRef at k[-1 - i]. */
+	for (j = 0; j < n; j++) {
+		struct sym_proto *p = ps[j];
+		__u64 k = sym_u64(p, offsetof(GCproto, k));
+		__u32 nk = 0, m;
+		const unsigned char *at;
+
+		memcpy(&nk, p->mem + offsetof(GCproto, sizekgc), sizeof(nk));
+		m = nk < SYM_KSTR_BULK ? nk : SYM_KSTR_BULK;
+		if (!k || !m || !(at = sym_at(p, k - 8ull * m, 8ull * m)))
+			goto whole;
+		if (nseg + m > cap)
+			break;
+		for (i = 0; i < m; i++) {
+			__u64 ref;
+
+			memcpy(&ref, at + 8ull * (m - 1 - i), sizeof(ref));
+			ref &= lo->gcvmask;
+			if (!ref)
+				continue;
+			seg[nseg].addr = ref;
+			seg[nseg].buf = bytes + (size_t)nseg * span;
+			seg[nseg].len = span;
+			idx[nseg] = i;
+			of[nseg++] = j;
+		}
+whole:
+		done = j + 1;
+	}
+	if (!(n == 1 ? sym_gc_quiet(s, ps[0]->pt) : sym_gc_idle(s))) {
 		err = -EAGAIN;
 		goto out;
 	}
-	got = m ? sym_readv(s, seg, (int)m) : 0;
+	got = nseg ? sym_readv(s, seg, (int)nseg) : 0;
 	if (got < 0) {
 		err = got;
 		goto out;
 	}
-	if (!sym_gc_quiet(s, p->pt)) {
+	if (!(n == 1 ? sym_gc_quiet(s, ps[0]->pt) : sym_gc_idle(s))) {
 		err = -EAGAIN;
 		goto out;
 	}
@@ -989,17 +1035,100 @@ static int sym_kstr_load(struct nupp_sym *s, struct sym_proto *p)
 		memcpy(&len, h + lo->str_len, sizeof(len));
 		if (h[lo->pt_gct] != lo->gct_str || len > SYM_KSTR_HEAD)
 			continue;
-		err = sym_kstr_add(s, p, idx[i], (const char *)h + lo->str_size, len);
+		err = sym_kstr_add(s, ps[of[i]], idx[i], (const char *)h + lo->str_size, len);
 		if (err)
 			goto out;
 	}
-	p->kstr_bulk = true;
-	p->live_drain = s->drain;
+	/* Those whose ranges were all read. */
+	if ((__u32)got < nseg)
+		done = of[got];
+	for (j = 0; j < done; j++) {
+		ps[j]->kstr_bulk = true;
+		ps[j]->live_drain = s->drain;
+	}
 out:
 	free(seg);
 	free(idx);
+	free(of);
 	free(bytes);
 	return err;
+}
+
+/* The string constants of one prototype (sym_kstr_load_many). */
+static int sym_kstr_load(struct nupp_sym *s, struct sym_proto *p)
+{
+	return sym_kstr_load_many(s, &p, 1);
+}
+
+/* Reads the prototypes born since the last call (nupp_sym_born), at most max of them,
+ * while they live: their allocations in two vectored reads (sizes, then the
+ * allocations, checked against their fingerprints as sym_proto_read does) and their
+ * string constants in one more. A program's last samples are named after it exits:
+ * what it ran last may have been born since the last drain. The rest are read when a
+ * sample needs them. Returns how many were read. */
+int nupp_sym_prefetch(struct nupp_sym *s, int max)
+{
+	const struct nupp_lj_layout *lo = &s->lo;
+	struct sym_proto **ps = NULL;
+	struct nupp_read_seg *seg = NULL;
+	__u32 *sz = NULL;
+	int n = 0, m = 0, k = 0, i, got;
+
+	if (max > s->nborn)
+		max = s->nborn;
+	if (max <= 0)
+		goto out;
+	ps = malloc(max * sizeof(*ps));
+	seg = malloc(max * sizeof(*seg));
+	sz = calloc(max, sizeof(*sz));
+	if (!ps || !seg || !sz)
+		goto out;
+	for (i = 0; i < max; i++) {
+		struct sym_proto *p = sym_proto_alive(s, s->born[i]);
+
+		if (!p || p->mem || p->unusable || !p->have_fp)
+			continue;
+		ps[n] = p;
+		seg[n] = (struct nupp_read_seg){ p->pt + lo->pt_sizept, &sz[n], sizeof(sz[n]) };
+		n++;
+	}
+	got = n ? sym_readv(s, seg, n) : 0;
+	for (i = 0; i < got; i++) {
+		struct sym_proto *p = ps[i];
+
+		if (sz[i] < lo->pt_size + 4ull * p->sizebc || sz[i] > (1u << 20))
+			continue;
+		seg[m] = (struct nupp_read_seg){ p->pt, malloc(sz[i]), sz[i] };
+		if (!seg[m].buf)
+			break;
+		ps[m++] = p;
+	}
+	got = m ? sym_readv(s, seg, m) : 0;
+	for (i = 0; i < m; i++) {
+		struct sym_proto *p = ps[i];
+		unsigned char *mem = seg[i].buf;
+
+		/* Read whole, and still the prototype born (a freed and reused address is not). */
+		if (i >= got || *(__u64 *)(mem + lo->pt_chunkname) != p->chunk ||
+		    *(__s32 *)(mem + lo->pt_firstline) != p->firstline || *(__u32 *)(mem + lo->pt_sizebc) != p->sizebc) {
+			free(mem);
+			continue;
+		}
+		sym_memo_clear(p);
+		p->mem = mem;
+		p->mem_live = true;
+		p->size = (__u32)seg[i].len;
+		p->live_drain = s->drain;
+		ps[k++] = p;
+	}
+	if (k)
+		sym_kstr_load_many(s, ps, k);
+out:
+	free(ps);
+	free(seg);
+	free(sz);
+	s->nborn = 0;
+	return k;
 }
 
 /* Collectable constant idx (negative) of the proto, a GCstr*, read as a string. */

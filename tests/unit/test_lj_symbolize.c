@@ -623,6 +623,71 @@ START_TEST(string_constants_are_read_with_their_prototype_and_name_after_exit)
 }
 END_TEST
 
+START_TEST(prototypes_born_are_read_at_once_and_name_after_exit)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, gone_read, NULL);
+	struct nupp_smp_frame f;
+
+	nupp_sym_set_readv(s, gone_readv);
+	target_gone = false;
+	ngone_reads = ngone_readv = ngone_segs = 0;
+	/* Four births read by one prefetch: their sizes, their allocations, then their
+	 * string constants (the caller's three: the others have none), three vectored
+	 * reads in all and no other read. */
+	born(s, pcaller, 0, "=symtest");
+	born(s, pfoo, 0, "=symtest");
+	born(s, pgfoo, 0, "=symtest");
+	born(s, pm, 0, "=symtest");
+	ck_assert_int_eq(nupp_sym_prefetch(s, 100), 4);
+	ck_assert_int_eq(ngone_readv, 3);
+	ck_assert_int_eq(ngone_segs, 4 + 4 + (int)pcaller->sizekgc);
+	ck_assert_int_eq(ngone_reads, 0);
+	ck_assert_int_eq(nupp_sym_prefetch(s, 100), 0); /* each birth once */
+	/* The process exits before any sample is named: they all are, reading nothing. */
+	target_gone = true;
+	nupp_sym_begin(s);
+	ck_assert_int_eq(name_at(s, pfoo, 0, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:foo");
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:gfoo");
+	ck_assert_int_eq(name_at(s, pm, 3, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:m");
+	ck_assert_int_eq(ngone_readv, 3);
+	ck_assert_int_eq(ngone_reads, 0);
+	nupp_sym_free(s);
+
+	/* At most max are read; the rest, and a prototype freed before the prefetch, and
+	 * one whose memory is no longer the prototype born there (its fingerprint), are
+	 * not: they are read when a sample needs them, as before. */
+	s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, gone_read, NULL);
+	nupp_sym_set_readv(s, gone_readv);
+	target_gone = false;
+	born(s, pfoo, 0, "=symtest");
+	freed(s, pfoo, 1);
+	born(s, pcaller, 1, "=symtest");
+	ck_assert_int_eq(nupp_sym_prefetch(s, 10), 1);
+	born(s, pgfoo, 2, "=symtest");
+	born(s, pm, 2, "=symtest");
+	ck_assert_int_eq(nupp_sym_prefetch(s, 1), 1);
+	target_gone = true;
+	nupp_sym_begin(s);
+	f = lua_frame(pgfoo, 0, FRAME_LUA);
+	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 2, b, sizeof(b)), 0); /* read */
+	f = lua_frame(pm, 0, FRAME_LUA);
+	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 2, b, sizeof(b)), -ESRCH); /* over max */
+	nupp_sym_free(s);
+	s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, gone_read, NULL);
+	nupp_sym_set_readv(s, gone_readv);
+	target_gone = false;
+	ck_assert_int_eq(nupp_sym_born(s, (__u64)(uintptr_t)pfoo, 0, (__u64)(uintptr_t)gcref(pfoo->chunkname),
+				       pfoo->firstline + 1, pfoo->sizebc, "=symtest", 8, 8),
+			 0);
+	ck_assert_int_eq(nupp_sym_prefetch(s, 10), 0);
+	nupp_sym_free(s);
+}
+END_TEST
+
 START_TEST(vectored_reads_stop_at_the_first_range_not_mapped)
 {
 	static char src[1500][8], dst[1500][8];
@@ -911,6 +976,7 @@ int main(void)
 	tcase_add_test(tc, string_constants_read_alive_outlive_the_caller);
 	tcase_add_test(tc, string_constants_are_read_with_their_prototype_and_name_after_exit);
 	tcase_add_test(tc, vectored_reads_stop_at_the_first_range_not_mapped);
+	tcase_add_test(tc, prototypes_born_are_read_at_once_and_name_after_exit);
 	tcase_add_test(tc, a_closing_vms_string_constants_name_after_its_free);
 	tcase_add_test(tc, host_code_is_named_by_its_elf_symbol);
 	tcase_add_test(tc, strings_are_not_read_while_the_gc_sweeps);
