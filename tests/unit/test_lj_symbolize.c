@@ -567,16 +567,35 @@ static int gone_readv(void *ctx, const struct nupp_read_seg *seg, int n)
 	return n;
 }
 
-START_TEST(string_constants_are_read_with_their_prototype_and_name_after_exit)
+/* Asserts that callee called by caller's n-th CALL, sampled at generation gen, is named
+ * want. */
+static void named_at(struct nupp_sym *s, GCproto *callee, int n, __u64 gen, const char *want)
 {
 	char b[256];
-	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, gone_read, NULL);
-	struct nupp_smp_frame f;
-	int reads;
 
+	ck_assert_int_eq(name_at(s, callee, n, gen, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, want);
+}
+
+/* A symbolizer of the target that can exit (alive for now), its counts reset. */
+static struct nupp_sym *gone_sym(void)
+{
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, gone_read, NULL);
+
+	ck_assert_ptr_nonnull(s);
 	nupp_sym_set_readv(s, gone_readv);
 	target_gone = false;
 	ngone_reads = ngone_readv = ngone_segs = 0;
+	return s;
+}
+
+START_TEST(string_constants_are_read_with_their_prototype_and_name_after_exit)
+{
+	char b[256];
+	struct nupp_sym *s = gone_sym();
+	struct nupp_smp_frame f;
+	int reads;
+
 	born(s, pcaller, 0, "=symtest");
 	born(s, pgfoo, 0, "=symtest");
 	born(s, pm, 0, "=symtest");
@@ -589,20 +608,16 @@ START_TEST(string_constants_are_read_with_their_prototype_and_name_after_exit)
 	f = lua_frame(pm, 0, FRAME_LUA);
 	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 0, b, sizeof(b)), 0);
 	ck_assert_int_eq(ngone_readv, 0);
-	ck_assert_int_eq(name_at(s, pfoo, 0, 0, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, "symtest:foo");
+	named_at(s, pfoo, 0, 0, "symtest:foo");
 	ck_assert_int_eq(ngone_readv, 1);
 	ck_assert_int_eq(ngone_segs, (int)pcaller->sizekgc);
 	/* The process exits: its other call sites, first named now (its last samples), are
 	 * named from what was read, and nothing more is read. */
 	target_gone = true;
 	reads = ngone_reads + ngone_readv;
-	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, "symtest:gfoo");
-	ck_assert_int_eq(name_at(s, pm, 2, 0, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, "symtest:m");
-	ck_assert_int_eq(name_at(s, pm, 3, 0, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, "symtest:m");
+	named_at(s, pgfoo, 1, 0, "symtest:gfoo");
+	named_at(s, pm, 2, 0, "symtest:m");
+	named_at(s, pm, 3, 0, "symtest:m");
 	ck_assert_int_eq(ngone_reads + ngone_readv, reads);
 	/* Without the vectored reader, the same one range at a time. */
 	nupp_sym_free(s);
@@ -616,8 +631,7 @@ START_TEST(string_constants_are_read_with_their_prototype_and_name_after_exit)
 	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 0, b, sizeof(b)), 0);
 	ck_assert_int_eq(name_at(s, pfoo, 0, 0, b, sizeof(b)), 0);
 	target_gone = true;
-	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, "symtest:gfoo");
+	named_at(s, pgfoo, 1, 0, "symtest:gfoo");
 	ck_assert_int_eq(ngone_readv, 0);
 	nupp_sym_free(s);
 }
@@ -626,12 +640,9 @@ END_TEST
 START_TEST(prototypes_born_are_read_at_once_and_name_after_exit)
 {
 	char b[256];
-	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, gone_read, NULL);
+	struct nupp_sym *s = gone_sym();
 	struct nupp_smp_frame f;
 
-	nupp_sym_set_readv(s, gone_readv);
-	target_gone = false;
-	ngone_reads = ngone_readv = ngone_segs = 0;
 	/* Four births read by one prefetch: their sizes, their allocations, then their
 	 * string constants (the caller's three: the others have none), three vectored
 	 * reads in all and no other read. */
@@ -647,12 +658,9 @@ START_TEST(prototypes_born_are_read_at_once_and_name_after_exit)
 	/* The process exits before any sample is named: they all are, reading nothing. */
 	target_gone = true;
 	nupp_sym_begin(s);
-	ck_assert_int_eq(name_at(s, pfoo, 0, 0, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, "symtest:foo");
-	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, "symtest:gfoo");
-	ck_assert_int_eq(name_at(s, pm, 3, 0, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, "symtest:m");
+	named_at(s, pfoo, 0, 0, "symtest:foo");
+	named_at(s, pgfoo, 1, 0, "symtest:gfoo");
+	named_at(s, pm, 3, 0, "symtest:m");
 	ck_assert_int_eq(ngone_readv, 3);
 	ck_assert_int_eq(ngone_reads, 0);
 	nupp_sym_free(s);
@@ -660,9 +668,7 @@ START_TEST(prototypes_born_are_read_at_once_and_name_after_exit)
 	/* At most max are read; the rest, and a prototype freed before the prefetch, and
 	 * one whose memory is no longer the prototype born there (its fingerprint), are
 	 * not: they are read when a sample needs them, as before. */
-	s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, gone_read, NULL);
-	nupp_sym_set_readv(s, gone_readv);
-	target_gone = false;
+	s = gone_sym();
 	born(s, pfoo, 0, "=symtest");
 	freed(s, pfoo, 1);
 	born(s, pcaller, 1, "=symtest");
@@ -677,9 +683,7 @@ START_TEST(prototypes_born_are_read_at_once_and_name_after_exit)
 	f = lua_frame(pm, 0, FRAME_LUA);
 	ck_assert_int_eq(nupp_sym_frame(s, &f, NULL, 2, b, sizeof(b)), -ESRCH); /* over max */
 	nupp_sym_free(s);
-	s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, gone_read, NULL);
-	nupp_sym_set_readv(s, gone_readv);
-	target_gone = false;
+	s = gone_sym();
 	ck_assert_int_eq(nupp_sym_born(s, (__u64)(uintptr_t)pfoo, 0, (__u64)(uintptr_t)gcref(pfoo->chunkname),
 				       pfoo->firstline + 1, pfoo->sizebc, "=symtest", 8, 8),
 			 0);
