@@ -156,6 +156,9 @@ struct nupp_sym {
 	__u64 frames_epoch;              /* bumped by each table given: memos record again */
 	__u64 next_id;                   /* the id of the next record made */
 	char namebuf[SYM_NAME_MAX];      /* the last frame name made (sym_frame) */
+	char *stk;                       /* where nupp_sym_stack joins a stack's names */
+	size_t stkcap;
+	__u64 ended_min; /* no record has ended below this generation (SYM_ALIVE: none ended) */
 };
 
 /* A symbolizer for one process. */
@@ -172,6 +175,7 @@ struct nupp_sym *nupp_sym_new(pid_t pid, const struct nupp_lj_layout *lo, bool l
 	s->lo = *lo;
 	s->read = read;
 	s->read_ctx = read_ctx;
+	s->ended_min = SYM_ALIVE;
 	return s;
 }
 
@@ -214,6 +218,7 @@ void nupp_sym_free(struct nupp_sym *s)
 	if (s->own_amap)
 		nupp_addrmap_free(s->amap);
 	free(s->ooo);
+	free(s->stk);
 	free(s);
 }
 
@@ -352,6 +357,14 @@ static struct sym_proto *sym_proto_add(struct nupp_sym *s, __u64 pt, __u64 lo)
 	p->next = s->protos[b];
 	s->protos[b] = p;
 	return p;
+}
+
+/* Ends record p at generation hi (its samples are those of [p->lo, hi)). */
+static void sym_proto_end_at(struct nupp_sym *s, struct sym_proto *p, __u64 hi)
+{
+	p->hi = hi;
+	if (hi < s->ended_min)
+		s->ended_min = hi;
 }
 
 /* The records of an address are in its bucket newest first, and only the newest can be
@@ -506,7 +519,7 @@ int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 f
 	/* An incarnation still thought alive died before this one was born (its free event
 	 * was lost): only samples before this birth saw it. */
 	if (p) {
-		p->hi = pgen > p->lo ? pgen : p->lo + 1;
+		sym_proto_end_at(s, p, pgen > p->lo ? pgen : p->lo + 1);
 		if (!p->mem)
 			p->unusable = true;
 	}
@@ -611,7 +624,7 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 	 * this address: this copy may give it. */
 	if ((p->live_drain && p->live_drain == s->drain) || sym_failed_has(s, pt))
 		s->suspect = true;
-	p->hi = pgen > p->lo ? pgen : p->lo + 1;
+	sym_proto_end_at(s, p, pgen > p->lo ? pgen : p->lo + 1);
 	sym_memo_clear(p); /* its copy and constants may change below */
 	if (p->have_fp && (p->chunk != chunk || p->firstline != firstline || p->sizebc != sizebc)) {
 		/* Not the prototype we knew (events were lost): name neither. */
@@ -686,11 +699,15 @@ int nupp_sym_kstrs(struct nupp_sym *s, __u64 pt, __u64 pgen, const void *data, _
 	return 0;
 }
 
-/* Drops the incarnations that died at or before generation pgen. */
+/* Drops the incarnations that died at or before generation pgen (a walk of every
+ * record only when one ended there: ended_min is the lowest end of those kept). */
 void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
 {
+	__u64 min = SYM_ALIVE;
 	int i;
 
+	if (s->ended_min > pgen)
+		return;
 	for (i = 0; i < SYM_BUCKETS; i++) {
 		struct sym_proto **pp = &s->protos[i];
 
@@ -701,10 +718,13 @@ void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
 				*pp = p->next;
 				sym_proto_free(p);
 			} else {
+				if (p->hi < min)
+					min = p->hi;
 				pp = &p->next;
 			}
 		}
 	}
+	s->ended_min = min;
 }
 
 /* A trace free of generation pgen was read: it counts for the stacks waiting for it. */
@@ -728,6 +748,7 @@ void nupp_sym_reset(struct nupp_sym *s, __u64 pgen)
 			s->protos[i] = p->next;
 			sym_proto_free(p);
 		}
+	s->ended_min = SYM_ALIVE;
 	if (pgen > s->refuse_upto)
 		s->refuse_upto = pgen;
 	if (pgen > s->freed_upto)
@@ -770,7 +791,7 @@ __u64 nupp_sym_lost(struct nupp_sym *s, __u64 pgen)
 	for (i = 0; i < SYM_BUCKETS; i++)
 		for (struct sym_proto *p = s->protos[i]; p; p = p->next) {
 			if (p->hi == SYM_ALIVE)
-				p->hi = lo > p->lo ? lo : p->lo;
+				sym_proto_end_at(s, p, lo > p->lo ? lo : p->lo);
 			if (p->live_drain <= proven)
 				continue;
 			sym_memo_clear(p);
@@ -1440,39 +1461,38 @@ int nupp_sym_stack(struct nupp_sym *s, const struct nupp_smp_frame *f, int n, __
 		return -ESTALE;
 	if (pgen > s->freed_upto)
 		return -EAGAIN;
-	size_t cap = 256, len = 0;
-	char *str = malloc(cap);
+	size_t len = 0;
+	char *str;
 	int i, err;
 
-	if (!str)
-		return -ENOMEM;
-	str[0] = 0;
+	/* Joined in the symbolizer's scratch (kept from stack to stack), then copied once. */
 	for (i = n - 1; i >= 0; i--) {
 		const char *name;
 		size_t l;
 
 		err = sym_frame(s, &f[i], i + 1 < n ? &f[i + 1] : NULL, pgen, &name, &l);
-		if (err) {
-			free(str);
+		if (err)
 			return err;
-		}
-		if (len + l + 2 > cap) {
-			char *ns;
+		if (len + l + 2 > s->stkcap) {
+			size_t cap = (len + l + 2) * 2 > 4096 ? (len + l + 2) * 2 : 4096;
+			char *ns = realloc(s->stk, cap);
 
-			cap = (len + l + 2) * 2;
-			ns = realloc(str, cap);
-			if (!ns) {
-				free(str);
+			if (!ns)
 				return -ENOMEM;
-			}
-			str = ns;
+			s->stk = ns;
+			s->stkcap = cap;
 		}
 		if (len)
-			str[len++] = ';';
-		memcpy(str + len, name, l);
+			s->stk[len++] = ';';
+		memcpy(s->stk + len, name, l);
 		len += l;
-		str[len] = 0;
 	}
+	str = malloc(len + 1);
+	if (!str)
+		return -ENOMEM;
+	if (len)
+		memcpy(str, s->stk, len);
+	str[len] = 0;
 	*out = str;
 	return 0;
 }
