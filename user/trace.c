@@ -351,8 +351,9 @@ static int trace_add_row(struct nupp_trace *t, const struct nupp_trace_key *k, _
  * than a chunk) leaves the rest to the element-wise drain too: 0 or -errno. */
 static int trace_drain_batch(struct nupp_trace *t, int fd, struct nupp_abort_set *out)
 {
-	struct nupp_trace_key *keys = calloc(TRACE_DRAIN_CHUNK, sizeof(*keys));
-	__u64 *vals = calloc(TRACE_DRAIN_CHUNK, sizeof(*vals)), in = 0, next = 0;
+	/* Not zeroed: the kernel fills what it returns (80 KB of keys a drain). */
+	struct nupp_trace_key *keys = malloc(TRACE_DRAIN_CHUNK * sizeof(*keys));
+	__u64 *vals = malloc(TRACE_DRAIN_CHUNK * sizeof(*vals)), in = 0, next = 0;
 	bool first = true;
 	int e = 0, r;
 	__u32 n, i;
