@@ -49,20 +49,46 @@ static int agg_reserve(void **rows, size_t n, size_t *cap, size_t elem)
 	return 0;
 }
 
-/* Hash of a (pid, tid, zone, stack) key (FNV-1a over the zone and stack, a separator
- * between). */
+/* Folds s[0..n) into h eight bytes at a time (a multiply-xorshift step per word):
+ * every stack of every drain is hashed, a byte at a time was most of the cost. */
+static __u64 agg_mix(__u64 h, const char *s, size_t n)
+{
+	__u64 w;
+
+	for (; n >= 8; s += 8, n -= 8) {
+		memcpy(&w, s, 8);
+		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 32;
+	}
+	if (n) {
+		w = 0;
+		memcpy(&w, s, n);
+		h = (h ^ w ^ ((__u64)n << 56)) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 32;
+	}
+	return h;
+}
+
+/* Final avalanche of a hash (the index takes its low bits). */
+static size_t agg_final(__u64 h)
+{
+	h ^= h >> 29;
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 32;
+	return (size_t)h;
+}
+
+/* Hash of a (pid, tid, zone, stack) key (the zone's length separates it from the
+ * stack). */
 static size_t agg_hash(pid_t pid, pid_t tid, const char *zone, const char *stack)
 {
 	__u64 h = 0xcbf29ce484222325ull ^ ((__u64)(__u32)pid * 0x9e3779b97f4a7c15ull) ^
 		  ((__u64)(__u32)tid * 0xc2b2ae3d27d4eb4full);
-	const unsigned char *p;
+	size_t zl = strlen(zone);
 
-	for (p = (const unsigned char *)zone; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ull;
-	h = (h ^ 0xff) * 0x100000001b3ull; /* 0xff never occurs in UTF-8 text */
-	for (p = (const unsigned char *)stack; *p; p++)
-		h = (h ^ *p) * 0x100000001b3ull;
-	return (size_t)(h ^ (h >> 29));
+	h = agg_mix(h, zone, zl);
+	h = (h ^ zl) * 0x100000001b3ull;
+	return agg_final(agg_mix(h, stack, strlen(stack)));
 }
 
 /* The index slot of (pid, tid, zone, stack): the row's, or the empty slot where it belongs. */
@@ -270,15 +296,10 @@ void nupp_sample_set_free(struct nupp_sample_set *s)
 
 /* -- The frame table ---------------------------------------------------------------- */
 
-/* Hash of a frame name s[0..len) (FNV-1a). */
+/* Hash of a frame name s[0..len). */
 static size_t agg_name_hash(const char *s, size_t len)
 {
-	__u64 h = 0xcbf29ce484222325ull;
-	size_t i;
-
-	for (i = 0; i < len; i++)
-		h = (h ^ (unsigned char)s[i]) * 0x100000001b3ull;
-	return (size_t)(h ^ (h >> 29));
+	return agg_final(agg_mix(0xcbf29ce484222325ull ^ len, s, len));
 }
 
 /* The index slot of name[0..len): its first entry's, or the empty slot where it belongs. */

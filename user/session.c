@@ -695,7 +695,13 @@ static int ses_drain(struct nupp_session *s)
 		if (s->t[i].vmlist)
 			nupp_zones_refresh(s->zones, s->t[i].pid);
 	if (s->smp) {
+		/* The drain records its frames straight into the session's table: a frame
+		 * known from an earlier drain is looked up there, not copied and merged. */
+		raw.frames = s->acc.frames;
+		memset(&s->acc.frames, 0, sizeof(s->acc.frames));
 		e = nupp_sampler_drain(s->smp, &raw);
+		s->acc.frames = raw.frames;
+		memset(&raw.frames, 0, sizeof(raw.frames));
 		if (!e)
 			e = ses_merge(s, &raw);
 		nupp_sample_set_free(&raw);

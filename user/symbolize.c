@@ -39,6 +39,7 @@ static const char *const sym_varnames[] = {
 
 #define SYM_BUCKETS 4096
 #define SYM_STR_MAX 256
+#define SYM_NAME_MAX (2 * SYM_STR_MAX) /* a frame name is cut to this (with its NUL) */
 
 #define SYM_ALIVE (~0ull)
 
@@ -88,7 +89,33 @@ struct sym_proto {
 		char *name;
 	} *fnames;
 	int nfnames;
+	/* Whole frame names this record gave (nupp_sym_frame), each keyed by what else it
+	 * depends on: the caller record (by id and memo generation) and its position, or
+	 * the frame's own position in lines mode. Dropped with fnames (sym_memo_clear),
+	 * so a name survives drains exactly while nothing it was made from changes. */
+	struct sym_fmemo *fmemo;
+	int nfmemo, capfmemo;
+	__u64 id;       /* unique per record of this symbolizer (never reused) */
+	__u32 memo_gen; /* bumped whenever the memos are dropped */
 	char module[SYM_STR_MAX];
+};
+
+/* What a memoised frame name was made from besides its own record. */
+enum sym_fmemo_kind {
+	SYM_FMEMO_OWN,    /* its record alone: module:firstline, a builtin's module */
+	SYM_FMEMO_CALLER, /* named by a caller's bytecode at a position */
+	SYM_FMEMO_LINE,   /* lines mode: module:line of a position */
+};
+
+/* One memoised frame name. */
+struct sym_fmemo {
+	__u64 cp_id;     /* SYM_FMEMO_CALLER: the caller record's id ... */
+	__u32 cp_gen;    /* ... and memo generation when the name was made */
+	__s32 pos;       /* the caller's position (CALLER) or the frame's (LINE) */
+	__u8 kind;       /* enum sym_fmemo_kind */
+	__u32 len;       /* strlen(name) */
+	__u64 rec_epoch; /* the frame table (nupp_sym_set_frames) it was last recorded in */
+	char *name;
 };
 
 /* A named C function address. */
@@ -140,6 +167,12 @@ struct nupp_sym {
 	/* Prototypes born since the last prefetch (nupp_sym_prefetch reads them). */
 	__u64 born[SYM_BORN_MAX];
 	int nborn;
+	__u64 frames_epoch;              /* bumped by each table given: memos record again */
+	__u64 next_id;                   /* the id of the next record made */
+	char namebuf[SYM_NAME_MAX];      /* the last frame name made (sym_frame) */
+	char *stk;                       /* where nupp_sym_stack joins a stack's names */
+	size_t stkcap;
+	__u64 ended_min; /* no record has ended below this generation (SYM_ALIVE: none ended) */
 };
 
 /* A symbolizer for one process. */
@@ -156,6 +189,7 @@ struct nupp_sym *nupp_sym_new(pid_t pid, const struct nupp_lj_layout *lo, bool l
 	s->lo = *lo;
 	s->read = read;
 	s->read_ctx = read_ctx;
+	s->ended_min = SYM_ALIVE;
 	return s;
 }
 
@@ -220,6 +254,7 @@ void nupp_sym_free(struct nupp_sym *s)
 	if (s->own_amap)
 		nupp_addrmap_free(s->amap);
 	free(s->ooo);
+	free(s->stk);
 	free(s);
 }
 
@@ -354,9 +389,18 @@ static struct sym_proto *sym_proto_add(struct nupp_sym *s, __u64 pt, __u64 lo)
 	p->pt = pt;
 	p->lo = lo;
 	p->hi = SYM_ALIVE;
+	p->id = ++s->next_id;
 	p->next = s->protos[b];
 	s->protos[b] = p;
 	return p;
+}
+
+/* Ends record p at generation hi (its samples are those of [p->lo, hi)). */
+static void sym_proto_end_at(struct nupp_sym *s, struct sym_proto *p, __u64 hi)
+{
+	p->hi = hi;
+	if (hi < s->ended_min)
+		s->ended_min = hi;
 }
 
 /* The records of an address are in its bucket newest first, and only the newest can be
@@ -518,7 +562,7 @@ int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 f
 	/* An incarnation still thought alive died before this one was born (its free event
 	 * was lost): only samples before this birth saw it. */
 	if (p) {
-		p->hi = pgen > p->lo ? pgen : p->lo + 1;
+		sym_proto_end_at(s, p, pgen > p->lo ? pgen : p->lo + 1);
 		if (!p->mem)
 			p->unusable = true;
 	}
@@ -625,7 +669,7 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 	 * this address: this copy may give it. */
 	if ((p->live_drain && p->live_drain == s->drain) || sym_failed_has(s, pt))
 		s->suspect = true;
-	p->hi = pgen > p->lo ? pgen : p->lo + 1;
+	sym_proto_end_at(s, p, pgen > p->lo ? pgen : p->lo + 1);
 	sym_memo_clear(p); /* its copy and constants may change below */
 	if (p->have_fp && (p->chunk != chunk || p->firstline != firstline || p->sizebc != sizebc)) {
 		/* Not the prototype we knew (events were lost): name neither. */
@@ -700,11 +744,15 @@ int nupp_sym_kstrs(struct nupp_sym *s, __u64 pt, __u64 pgen, const void *data, _
 	return 0;
 }
 
-/* Drops the incarnations that died at or before generation pgen. */
+/* Drops the incarnations that died at or before generation pgen (a walk of every
+ * record only when one ended there: ended_min is the lowest end of those kept). */
 void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
 {
+	__u64 min = SYM_ALIVE;
 	int i;
 
+	if (s->ended_min > pgen)
+		return;
 	for (i = 0; i < SYM_BUCKETS; i++) {
 		struct sym_proto **pp = &s->protos[i];
 
@@ -715,10 +763,13 @@ void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
 				*pp = p->next;
 				sym_proto_free(p);
 			} else {
+				if (p->hi < min)
+					min = p->hi;
 				pp = &p->next;
 			}
 		}
 	}
+	s->ended_min = min;
 }
 
 /* A trace free of generation pgen was read: it counts for the stacks waiting for it. */
@@ -742,6 +793,7 @@ void nupp_sym_reset(struct nupp_sym *s, __u64 pgen)
 			s->protos[i] = p->next;
 			sym_proto_free(p);
 		}
+	s->ended_min = SYM_ALIVE;
 	if (pgen > s->refuse_upto)
 		s->refuse_upto = pgen;
 	if (pgen > s->freed_upto)
@@ -784,7 +836,7 @@ __u64 nupp_sym_lost(struct nupp_sym *s, __u64 pgen)
 	for (i = 0; i < SYM_BUCKETS; i++)
 		for (struct sym_proto *p = s->protos[i]; p; p = p->next) {
 			if (p->hi == SYM_ALIVE)
-				p->hi = lo > p->lo ? lo : p->lo;
+				sym_proto_end_at(s, p, lo > p->lo ? lo : p->lo);
 			if (p->live_drain <= proven)
 				continue;
 			sym_memo_clear(p);
@@ -1262,7 +1314,9 @@ static void sym_join(char *buf, size_t size, const char *a, char sep, const char
 /* Call-site names memoized per caller record, at most this many each. */
 #define SYM_FNAMES_MAX 256
 
-/* Forgets the names p's call sites gave. */
+/* Forgets the names p's call sites gave and the frame names p gave: what they were
+ * made from (its copy, chunk name or string constants) may change. Names other records
+ * made with p as their caller die too: they hold p's generation, which moves. */
 static void sym_memo_clear(struct sym_proto *p)
 {
 	int i;
@@ -1272,6 +1326,12 @@ static void sym_memo_clear(struct sym_proto *p)
 	free(p->fnames);
 	p->fnames = NULL;
 	p->nfnames = 0;
+	for (i = 0; i < p->nfmemo; i++)
+		free(p->fmemo[i].name);
+	free(p->fmemo);
+	p->fmemo = NULL;
+	p->nfmemo = p->capfmemo = 0;
+	p->memo_gen++;
 }
 
 /* The name caller's call at pos gives its callee (lj_debug_funcname), or NULL: decoded
@@ -1428,7 +1488,7 @@ static void sym_cfunc(struct nupp_sym *s, __u64 addr, char *buf, size_t size)
 	c = calloc(1, sizeof(*c));
 	if (c) {
 		c->addr = addr;
-		snprintf(c->name, sizeof(c->name), "%s", buf);
+		sym_join(c->name, sizeof(c->name), buf, 0, NULL);
 		c->next = s->cfuncs[b];
 		s->cfuncs[b] = c;
 	}
@@ -1458,37 +1518,85 @@ int nupp_sym_set_frames(struct nupp_sym *s, struct nupp_frame_table *t)
 
 	s->frames = t;
 	s->frames_err = 0;
+	if (t)
+		s->frames_epoch++; /* a new table: every memoised name is recorded in it again */
 	return e;
 }
 
-/* Names one frame given its caller (NULL if none). */
-int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const struct nupp_smp_frame *caller,
-		   __u64 pgen, char *buf, size_t size)
+/* Frame names memoised per record, at most this many each (then named afresh). */
+#define SYM_FMEMO_MAX 256
+
+/* p's memoised frame name of this kind, caller record and position, or NULL. */
+static struct sym_fmemo *sym_fmemo_find(struct sym_proto *p, int kind, const struct sym_proto *cp, __s32 pos)
 {
+	int i;
+
+	for (i = 0; i < p->nfmemo; i++) {
+		struct sym_fmemo *m = &p->fmemo[i];
+
+		if (m->kind == kind && m->pos == pos &&
+		    (kind != SYM_FMEMO_CALLER || (m->cp_id == cp->id && m->cp_gen == cp->memo_gen)))
+			return m;
+	}
+	return NULL;
+}
+
+/* Memoises the frame name p gave (just recorded in the table, if any); a failed
+ * allocation only costs the memo. */
+static void sym_fmemo_add(struct nupp_sym *s, struct sym_proto *p, int kind, const struct sym_proto *cp,
+			  __s32 pos, const char *name)
+{
+	struct sym_fmemo *m;
+
+	if (p->nfmemo >= SYM_FMEMO_MAX)
+		return;
+	if (p->nfmemo == p->capfmemo) {
+		int cap = p->capfmemo ? 2 * p->capfmemo : 4;
+
+		m = realloc(p->fmemo, (size_t)cap * sizeof(*m));
+		if (!m)
+			return;
+		p->fmemo = m;
+		p->capfmemo = cap;
+	}
+	m = &p->fmemo[p->nfmemo];
+	m->name = strdup(name);
+	if (!m->name)
+		return;
+	m->kind = (__u8)kind;
+	m->pos = pos;
+	m->cp_id = cp ? cp->id : 0;
+	m->cp_gen = cp ? cp->memo_gen : 0;
+	m->len = (__u32)strlen(name);
+	m->rec_epoch = s->frames ? s->frames_epoch : 0;
+	p->nfmemo++;
+}
+
+/* A memoised name used: recorded in the current table unless it is there already. */
+static const char *sym_fmemo_use(struct nupp_sym *s, const struct sym_proto *p, struct sym_fmemo *m,
+				 size_t *len)
+{
+	if (s->frames && m->rec_epoch != s->frames_epoch) {
+		sym_record(s, p, m->name);
+		m->rec_epoch = s->frames_epoch;
+	}
+	*len = m->len;
+	return m->name;
+}
+
+/* Names one Lua frame (f->kind NUPP_SMP_LUA) given its caller (NULL if none): *out
+ * points at the name (made in s->namebuf, or memoised), *len is its length; 0 or
+ * -errno. Names are made whole (cut at SYM_NAME_MAX), whoever asks. */
+static int sym_lua_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const struct nupp_smp_frame *caller,
+			 __u64 pgen, const char **out, size_t *len)
+{
+	char *buf = s->namebuf;
+	size_t size = sizeof(s->namebuf);
 	struct sym_proto *p, *cp;
+	struct sym_fmemo *m;
 	char name[SYM_STR_MAX];
 	int err = 0;
 
-	s->refused = false;
-	s->gc_busy = false;
-	switch (f->kind) {
-	case NUPP_SMP_FF:
-		if (f->ptr < NUPP_VMDEF_FFNAMES_N && nupp_vmdef_ffnames[f->ptr][0])
-			snprintf(buf, size, "%s", nupp_vmdef_ffnames[f->ptr]);
-		else
-			snprintf(buf, size, "[builtin#%llu]", (unsigned long long)f->ptr);
-		return 0;
-	case NUPP_SMP_C:
-		sym_cfunc(s, f->ptr, buf, size);
-		return 0;
-	case NUPP_SMP_CORO:
-		snprintf(buf, size, "[coroutine]");
-		return 0;
-	case NUPP_SMP_LUA:
-		break;
-	default:
-		return -EINVAL;
-	}
 	p = sym_proto(s, f, pgen, &err);
 	if (!p) {
 		sym_failed_add(s, f->ptr);
@@ -1497,11 +1605,19 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 	/* A bytecode builtin (firstline ~0, lj_debug.c:555-561 and 606-609): its name
 	 * alone when the caller gives one, else "[builtin:name]" with no line. */
 	if (s->lines) {
+		m = sym_fmemo_find(p, SYM_FMEMO_LINE, NULL, f->pos);
+		if (m) {
+			*out = sym_fmemo_use(s, p, m, len);
+			return 0;
+		}
 		if (p->firstline == -1)
-			snprintf(buf, size, "%s", p->module);
+			sym_join(buf, size, p->module, 0, NULL);
 		else
 			sym_join_line(buf, size, p->module, sym_line(s, p, f->pos));
 		sym_record(s, p, buf);
+		sym_fmemo_add(s, p, SYM_FMEMO_LINE, NULL, f->pos, buf);
+		*out = buf;
+		*len = strlen(buf);
 		return 0;
 	}
 	/* Named by the caller's bytecode when called from Lua or as a metamethod. */
@@ -1512,6 +1628,11 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 			sym_failed_add(s, caller->ptr);
 			return err;
 		}
+		m = sym_fmemo_find(p, SYM_FMEMO_CALLER, cp, caller->pos);
+		if (m) {
+			*out = sym_fmemo_use(s, p, m, len);
+			return 0;
+		}
 		s->refused = false;
 		if (sym_funcname(s, cp, (__u32)caller->pos, name, sizeof(name))) {
 			if (p->firstline == -1)
@@ -1519,21 +1640,83 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
 			else
 				sym_join(buf, size, p->module, ':', name);
 			sym_record(s, p, buf);
+			/* Only a name from the caller's copy and kept constants is kept: one
+			 * that needed a string not proven yet is made again. */
+			if (!s->refused && !s->gc_busy)
+				sym_fmemo_add(s, p, SYM_FMEMO_CALLER, cp, caller->pos, buf);
+			*out = buf;
+			*len = strlen(buf);
 			return 0;
 		}
+		/* No name from the caller (maybe not yet: a string not readable now): its
+		 * fallback below is not memoised under this caller. */
+		if (s->gc_busy)
+			return -EAGAIN; /* a name read while a VM swept: not proven yet */
+		if (s->refused) {
+			sym_failed_add(s, caller->ptr);
+			return -ESTALE; /* jit.p would have named it; its name is gone */
+		}
 	}
-	if (s->gc_busy)
-		return -EAGAIN; /* a name read while a VM swept: not proven yet */
-	if (s->refused) {
-		sym_failed_add(s, caller->ptr);
-		return -ESTALE; /* jit.p would have named it; its name is gone */
+	m = sym_fmemo_find(p, SYM_FMEMO_OWN, NULL, 0);
+	if (m) {
+		*out = sym_fmemo_use(s, p, m, len);
+		return 0;
 	}
 	if (p->firstline == -1)
-		snprintf(buf, size, "%s", p->module);
+		sym_join(buf, size, p->module, 0, NULL);
 	else
 		sym_join_line(buf, size, p->module, p->firstline);
 	sym_record(s, p, buf);
+	sym_fmemo_add(s, p, SYM_FMEMO_OWN, NULL, 0, buf);
+	*out = buf;
+	*len = strlen(buf);
 	return 0;
+}
+
+/* Names one frame given its caller (NULL if none): *out points at the name (held by
+ * the symbolizer until its next call), *len is its length; 0 or -errno. */
+static int sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const struct nupp_smp_frame *caller,
+		     __u64 pgen, const char **out, size_t *len)
+{
+	char *buf = s->namebuf;
+	size_t size = sizeof(s->namebuf);
+
+	s->refused = false;
+	s->gc_busy = false;
+	switch (f->kind) {
+	case NUPP_SMP_FF:
+		if (f->ptr < NUPP_VMDEF_FFNAMES_N && nupp_vmdef_ffnames[f->ptr][0])
+			sym_join(buf, size, nupp_vmdef_ffnames[f->ptr], 0, NULL);
+		else
+			snprintf(buf, size, "[builtin#%llu]", (unsigned long long)f->ptr);
+		break;
+	case NUPP_SMP_C:
+		sym_cfunc(s, f->ptr, buf, size);
+		break;
+	case NUPP_SMP_CORO:
+		sym_join(buf, size, "[coroutine]", 0, NULL);
+		break;
+	case NUPP_SMP_LUA:
+		return sym_lua_frame(s, f, caller, pgen, out, len);
+	default:
+		return -EINVAL;
+	}
+	*out = buf;
+	*len = strlen(buf);
+	return 0;
+}
+
+/* Names one frame given its caller (NULL if none). */
+int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const struct nupp_smp_frame *caller,
+		   __u64 pgen, char *buf, size_t size)
+{
+	const char *name;
+	size_t len;
+	int err = sym_frame(s, f, caller, pgen, &name, &len);
+
+	if (!err)
+		sym_join(buf, size, name, 0, NULL);
+	return err;
 }
 
 /* Names frames (innermost first) as "outer;...;inner". */
@@ -1544,38 +1727,38 @@ int nupp_sym_stack(struct nupp_sym *s, const struct nupp_smp_frame *f, int n, __
 		return -ESTALE;
 	if (pgen > s->freed_upto)
 		return -EAGAIN;
-	size_t cap = 256, len = 0;
-	char *str = malloc(cap), name[SYM_STR_MAX * 2];
+	size_t len = 0;
+	char *str;
 	int i, err;
 
-	if (!str)
-		return -ENOMEM;
-	str[0] = 0;
+	/* Joined in the symbolizer's scratch (kept from stack to stack), then copied once. */
 	for (i = n - 1; i >= 0; i--) {
+		const char *name;
 		size_t l;
 
-		err = nupp_sym_frame(s, &f[i], i + 1 < n ? &f[i + 1] : NULL, pgen, name, sizeof(name));
-		if (err) {
-			free(str);
+		err = sym_frame(s, &f[i], i + 1 < n ? &f[i + 1] : NULL, pgen, &name, &l);
+		if (err)
 			return err;
-		}
-		l = strlen(name);
-		if (len + l + 2 > cap) {
-			char *ns;
+		if (len + l + 2 > s->stkcap) {
+			size_t cap = (len + l + 2) * 2 > 4096 ? (len + l + 2) * 2 : 4096;
+			char *ns = realloc(s->stk, cap);
 
-			cap = (len + l + 2) * 2;
-			ns = realloc(str, cap);
-			if (!ns) {
-				free(str);
+			if (!ns)
 				return -ENOMEM;
-			}
-			str = ns;
+			s->stk = ns;
+			s->stkcap = cap;
 		}
 		if (len)
-			str[len++] = ';';
-		memcpy(str + len, name, l + 1);
+			s->stk[len++] = ';';
+		memcpy(s->stk + len, name, l);
 		len += l;
 	}
+	str = malloc(len + 1);
+	if (!str)
+		return -ENOMEM;
+	if (len)
+		memcpy(str, s->stk, len);
+	str[len] = 0;
 	*out = str;
 	return 0;
 }

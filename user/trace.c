@@ -345,10 +345,52 @@ static int trace_add_row(struct nupp_trace *t, const struct nupp_trace_key *k, _
 
 #define TRACE_DRAIN_CHUNK 256
 
-/* Reads and deletes every row of the abort map and adds the rendered rows to out. Keys
- * are collected a chunk at a time before deleting (deleting while walking restarts
- * bpf_map_get_next_key); at most max_entries rows per call, so a program that keeps
- * aborting cannot hold the drain forever. */
+/* Takes every abort count with lookup-and-delete batches (TRACE_DRAIN_CHUNK a call
+ * instead of two calls an element). -ENOTSUP when the kernel refuses before anything
+ * was taken (the caller drains element by element); a refusal later (a bucket larger
+ * than a chunk) leaves the rest to the element-wise drain too: 0 or -errno. */
+static int trace_drain_batch(struct nupp_trace *t, int fd, struct nupp_abort_set *out)
+{
+	/* Not zeroed: the kernel fills what it returns (80 KB of keys a drain). */
+	struct nupp_trace_key *keys = malloc(TRACE_DRAIN_CHUNK * sizeof(*keys));
+	__u64 *vals = malloc(TRACE_DRAIN_CHUNK * sizeof(*vals)), in = 0, next = 0;
+	bool first = true;
+	int e = 0, r;
+	__u32 n, i;
+	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+
+	if (!keys || !vals) {
+		free(keys);
+		free(vals);
+		return -ENOMEM;
+	}
+	for (;;) {
+		n = TRACE_DRAIN_CHUNK;
+		r = bpf_map_lookup_and_delete_batch(fd, first ? NULL : &in, &next, keys, vals, &n, &opts);
+		if (r && errno != ENOENT) {
+			if (first && !n)
+				e = -ENOTSUP;
+			n = 0; /* nothing was copied out: what is left stays for the next pass */
+		}
+		for (i = 0; i < n && !e; i++)
+			e = trace_add_row(t, &keys[i], vals[i], out);
+		if (r || e)
+			break;
+		in = next;
+		first = false;
+	}
+	if (r && errno != ENOENT && !e)
+		e = -ENOTSUP; /* a later refusal: the element-wise drain takes the rest */
+	free(keys);
+	free(vals);
+	return e;
+}
+
+/* Reads and deletes every row of the abort map and adds the rendered rows to out: in
+ * lookup-and-delete batches (one pass over the buckets), else element by element with
+ * keys collected a chunk at a time before deleting (deleting while walking restarts
+ * bpf_map_get_next_key), at most max_entries rows per call. Either way a program that
+ * keeps aborting cannot hold the drain forever. */
 int nupp_trace_drain(struct nupp_trace *t, struct nupp_abort_set *out)
 {
 	int fd = bpf_map__fd(t->skel->maps.aborts);
@@ -357,6 +399,10 @@ int nupp_trace_drain(struct nupp_trace *t, struct nupp_abort_set *out)
 	struct nupp_trace_counters delta;
 	int e = 0;
 
+	e = trace_drain_batch(t, fd, out);
+	if (e != -ENOTSUP)
+		goto counters;
+	e = 0;
 	keys = calloc(TRACE_DRAIN_CHUNK, sizeof(*keys));
 	if (!keys)
 		return -ENOMEM;
@@ -375,6 +421,7 @@ int nupp_trace_drain(struct nupp_trace *t, struct nupp_abort_set *out)
 		done += n;
 	}
 	free(keys);
+counters:
 	trace_take_counters(t, &delta);
 	out->total_aborts += delta.total_aborts;
 	out->blacklisted += delta.blacklisted;

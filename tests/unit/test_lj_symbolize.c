@@ -5,6 +5,7 @@
  * chunk name name a frame sampled at a given generation. */
 #include <check.h>
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 #include <sys/mman.h>
@@ -480,6 +481,138 @@ START_TEST(a_closing_vms_string_constants_name_after_its_free)
 	ck_assert_int_eq(nupp_sym_kstrs(s, (__u64)(uintptr_t)pcaller, 1, ev, sizeof(e) + 4), 0);
 	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), -ESTALE);
 	nupp_sym_free(s);
+}
+END_TEST
+
+/* -- Memoised names: a fake target whose caller changes --------------------------- */
+
+/* What the fake target holds at pcaller's allocation (NULL: pcaller itself). */
+static unsigned char *shadow;
+
+/* Reads this process's memory, pcaller's allocation from the shadow copy. */
+static int shadow_read(void *ctx, __u64 addr, void *buf, size_t len)
+{
+	__u64 lo = (__u64)(uintptr_t)pcaller, hi = lo + pcaller->sizept;
+
+	if (shadow && addr >= lo && addr + len <= hi)
+		memcpy(buf, shadow + (addr - lo), len);
+	else
+		memcpy(buf, (const void *)(uintptr_t)addr, len);
+	return 0;
+}
+
+/* A copy of pcaller in the shadow whose global load of gfoo loads the constant "m"
+ * instead: another prototype at the same address with the same fingerprint, which
+ * names the callee of its second CALL "m". */
+static void shadow_rename(void)
+{
+	int from = kstr_idx(pcaller, "gfoo"), to = kstr_idx(pcaller, "m");
+	BCIns *bc;
+	MSize i;
+
+	ck_assert_int_ge(from, 0);
+	ck_assert_int_ge(to, 0);
+	shadow = malloc(pcaller->sizept);
+	ck_assert_ptr_nonnull(shadow);
+	memcpy(shadow, pcaller, pcaller->sizept);
+	bc = (BCIns *)(shadow + sizeof(GCproto));
+	for (i = 0; i < pcaller->sizebc; i++)
+		if (bc_op(bc[i]) == BC_GGET && (int)bc_d(bc[i]) == from)
+			setbc_d(&bc[i], to);
+}
+
+START_TEST(a_memoised_name_belongs_to_its_caller_incarnation)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, shadow_read, NULL);
+
+	/* gfoo named by the caller as it is, twice (the second from the memo). */
+	nupp_sym_begin(s);
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:gfoo");
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:gfoo");
+	/* In a later drain the caller dies at 1 and another is born at its address, with
+	 * the same fingerprint but another constant at the call: the same callee record
+	 * (still alive) is named by each caller incarnation as that one names it. */
+	nupp_sym_begin(s);
+	freed(s, pcaller, 1);
+	born(s, pcaller, 1, "=symtest");
+	shadow_rename();
+	for (int round = 0; round < 2; round++) {
+		ck_assert_int_eq(name_at(s, pgfoo, 1, 1, b, sizeof(b)), 0);
+		ck_assert_str_eq(b, "symtest:m");
+		ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
+		ck_assert_str_eq(b, "symtest:gfoo");
+	}
+	free(shadow);
+	shadow = NULL;
+	nupp_sym_free(s);
+}
+END_TEST
+
+/* gfoo named in one drain (after the process's generation 0 was seen, if proven); in
+ * the next, the caller is replaced while its free is lost (the shadow), and the loss is
+ * read at generation 5. Returns what a sample of generation 0 gets, after checking that
+ * one of generation 6 is named from the target as it is now. */
+static int name_after_a_lost_replacement(bool proven, char *b, size_t size)
+{
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, shadow_read, NULL);
+	int e;
+
+	nupp_sym_begin(s);
+	if (proven)
+		nupp_sym_gen_seen(s, 0);
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, size), 0);
+	ck_assert_str_eq(b, "symtest:gfoo");
+	nupp_sym_begin(s);
+	shadow_rename();
+	ck_assert_uint_eq(nupp_sym_lost(s, 5), 1);
+	e = name_at(s, pgfoo, 1, 0, b, size);
+	if (!e)
+		ck_assert_str_eq(b, "symtest:gfoo");
+	ck_assert_int_eq(name_at(s, pgfoo, 1, 6, b, size), 0);
+	ck_assert_str_eq(b, "symtest:m");
+	free(shadow);
+	shadow = NULL;
+	nupp_sym_free(s);
+	return e;
+}
+
+START_TEST(lost_events_keep_only_the_memoised_names_of_proven_copies)
+{
+	char b[256];
+
+	/* (A free read in the drain of a read drops the names made from it, memoised or
+	 * not: string_constants_read_alive_outlive_the_caller.) Lost events: a copy read
+	 * before a generation below the lost window was seen keeps its names, memoised;
+	 * one not proven so is given up with every name made from it, and a sample of the
+	 * window is refused. */
+	ck_assert_int_eq(name_after_a_lost_replacement(true, b, sizeof(b)), 0);
+	ck_assert_int_eq(name_after_a_lost_replacement(false, b, sizeof(b)), -ESTALE);
+}
+END_TEST
+
+START_TEST(lines_mode_memoises_each_position)
+{
+	char b[256];
+	struct nupp_sym *ls = nupp_sym_new(getpid(), &luajit_bpf_layout, true, self_read, NULL);
+	struct nupp_smp_frame c8 = lua_frame(pcaller, nth_op(pcaller, BC_CALL, 1), FRAME_LUA);
+	struct nupp_smp_frame c9 = lua_frame(pcaller, nth_op(pcaller, BC_CALL, 2), FRAME_LUA);
+
+	for (int round = 0; round < 3; round++) {
+		nupp_sym_begin(ls);
+		ck_assert_int_eq(nupp_sym_frame(ls, &c8, NULL, 0, b, sizeof(b)), 0);
+		ck_assert_str_eq(b, "symtest:8");
+		ck_assert_int_eq(nupp_sym_frame(ls, &c9, NULL, 0, b, sizeof(b)), 0);
+		ck_assert_str_eq(b, "symtest:9");
+	}
+	/* A caller's buffer shorter than the name gets it cut, and the memo stays whole. */
+	ck_assert_int_eq(nupp_sym_frame(ls, &c8, NULL, 0, b, 5), 0);
+	ck_assert_str_eq(b, "symt");
+	ck_assert_int_eq(nupp_sym_frame(ls, &c8, NULL, 0, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, "symtest:8");
+	nupp_sym_free(ls);
 }
 END_TEST
 
@@ -989,6 +1122,9 @@ int main(void)
 	tcase_add_test(tc, a_lost_free_costs_only_the_stacks_it_can_affect);
 	tcase_add_test(tc, builtins_are_named_as_jit_p_names_them);
 	tcase_add_test(tc, a_cut_copy_names_nothing);
+	tcase_add_test(tc, a_memoised_name_belongs_to_its_caller_incarnation);
+	tcase_add_test(tc, lost_events_keep_only_the_memoised_names_of_proven_copies);
+	tcase_add_test(tc, lines_mode_memoises_each_position);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
