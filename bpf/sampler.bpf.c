@@ -484,9 +484,14 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	key.tgid = tgid | (buf ? NUPP_SMP_TGID_BUF : 0);
 	key.zone = zone;
 	key.tid = tid;
-	/* Incarnations of a prototype at one address are counted apart. */
+	/* Incarnations of a prototype at one address are counted apart: the key holds the
+	 * free generation of each frame's prototype, and on a trace the trace epochs read
+	 * before the walk (the VM's traces change on its own thread, never during this
+	 * sample). Samples of one key saw the same incarnations, so the generation of the
+	 * first, stored with the stack, names them all; a prototype freed elsewhere starts
+	 * no new stack. */
 	s->w.st.pgen = pgen;
-	key.stack = (nupp_walk_mix(s->w.hash, pgen) & ~NUPP_SMP_STACK_BUF) | (buf ? NUPP_SMP_STACK_BUF : 0);
+	key.stack = (nupp_walk_key(&s->w, s->w.tc_tag) & ~NUPP_SMP_STACK_BUF) | (buf ? NUPP_SMP_STACK_BUF : 0);
 	state = nupp_walk_state(&s->lo, vmstate);
 	/* A counted stack was stored before its count was created: one lookup in the
 	 * common case. A new one is stored first, with BPF_NOEXIST: a stack stored already
