@@ -761,7 +761,7 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 	__u64 tag = w->fc_tag, gcv = lo->gcvmask, L = w->L, hdr[2], fn, link, next, rep = 0, ipc = 0, gm = w->gmix;
 	__u32 d = w->st.depth, maxd = w->max_depth, k, di, t, flua = lo->frame_lua, ash = lo->bc_a_shift & 31;
 	__u32 ins = 0, ci_ins = 0, gen = w->last_gen;
-	struct nupp_walk_fc *c, *ci;
+	struct nupp_walk_fc *c, *ci = 0;
 	struct nupp_smp_frame rec;
 
 	if (!tag || !pca || w->skip || !w->iter || w->result != NUPP_WALK_RUN)
@@ -777,9 +777,16 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		t = (link & lo->frame_type) == flua ? flua : (__u32)(link & lo->frame_typep);
 		if (t == lo->frame_cont || t == lo->frame_varg)
 			break;
-		c = nupp_walk_fc_find(w, tag, fn, pca);
+		/* The entry that gave the CALL before this frame's PC (the last frame's link)
+		 * is nearly always this frame's own: checked for this walk's count of frees
+		 * already, it takes no second lookup. */
+		if (ci && ci->fn == fn && ci->pc == pca)
+			c = ci;
+		else
+			c = nupp_walk_fc_find(w, tag, fn, pca);
 		if (!c)
 			break;
+		ci = 0;
 		if (t == flua) {
 			ci = nupp_walk_fc_call(w, tag, link); /* the caller's entry at this link */
 			if (!ci)
