@@ -484,9 +484,14 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	key.tgid = tgid | (buf ? NUPP_SMP_TGID_BUF : 0);
 	key.zone = zone;
 	key.tid = tid;
-	/* Incarnations of a prototype at one address are counted apart. */
+	/* Incarnations of a prototype at one address are counted apart: the key holds the
+	 * free generation of each frame's prototype, and on a trace the trace epochs read
+	 * before the walk (the VM's traces change on its own thread, never during this
+	 * sample). Samples of one key saw the same incarnations, so the generation of the
+	 * first, stored with the stack, names them all; a prototype freed elsewhere starts
+	 * no new stack. */
 	s->w.st.pgen = pgen;
-	key.stack = (nupp_walk_mix(s->w.hash, pgen) & ~NUPP_SMP_STACK_BUF) | (buf ? NUPP_SMP_STACK_BUF : 0);
+	key.stack = (nupp_walk_key(&s->w, s->w.tc_tag) & ~NUPP_SMP_STACK_BUF) | (buf ? NUPP_SMP_STACK_BUF : 0);
 	state = nupp_walk_state(&s->lo, vmstate);
 	/* A counted stack was stored before its count was created: one lookup in the
 	 * common case. A new one is stored first, with BPF_NOEXIST: a stack stored already
@@ -503,16 +508,22 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 			ws->v[NUPP_SMP_WS_NEWSTACK]++;
 	}
 	if (!c) {
-		/* EEXIST from a racing CPU is fine; a full map shows as a failed lookup. */
-		bpf_map_update_elem(&counts, &key, &init, BPF_NOEXIST);
+		/* A new count is created holding this sample: no lookup after. EEXIST (a
+		 * racing CPU created it) adds to it below; a full map fails the lookup. */
+		if (state < NUPP_SMP_NSTATES)
+			init.n[state] = 1;
+		if (bpf_map_update_elem(&counts, &key, &init, BPF_NOEXIST) == 0) {
+			if (ws)
+				ws->v[NUPP_SMP_WS_NEWCOUNT]++;
+			goto counted;
+		}
 		c = bpf_map_lookup_elem(&counts, &key);
 		if (!c)
 			return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
-		if (ws)
-			ws->v[NUPP_SMP_WS_NEWCOUNT]++;
 	}
 	if (state < NUPP_SMP_NSTATES)
 		__sync_fetch_and_add(&c->n[state], 1);
+counted:
 	if (time_stats && ws) {
 		ws->v[NUPP_SMP_WS_STORE_NS] += bpf_ktime_get_ns() - t1;
 		ws->v[NUPP_SMP_WS_TIMED]++;

@@ -181,6 +181,13 @@ struct nupp_walk {
 	__u64 rbx;         /* interpreter PC register, for the call/return window rule */
 	__u64 lbase;       /* L->base at the start (registers mode) */
 	__u64 hash;        /* FNV-style hash of the emitted frames */
+	/* Mix of the free generations of the blocks of the emitted Lua frames' GCprotos, in
+	 * frame order, and the last one mixed (a repeated frame's): with hash, the stack key
+	 * (nupp_walk_key) names each prototype's incarnation without the process's count of
+	 * frees, which every unrelated free moves. */
+	__u64 gmix;
+	__u32 last_gen;
+	__u32 pad_gen;
 	__u32 max_depth;   /* frames to emit at most (<= NUPP_SMP_MAX_DEPTH) */
 	__u32 iter;        /* frames visited in the current lua_State (0 = leaf) */
 	__u32 mode;        /* enum nupp_walk_mode */
@@ -358,6 +365,25 @@ NUPP_WALK_INLINE void nupp_walk_relink(struct nupp_walk *w, __u8 link)
 		w->st.frames[(d - 1) & (NUPP_SMP_MAX_DEPTH - 1)].link = link;
 		w->hash = nupp_walk_mix(w->hash, 0x5a00u | link);
 	}
+}
+
+/* Mixes the free generation of an emitted Lua frame's GCproto block into the key. */
+NUPP_WALK_INLINE void nupp_walk_gen_add(struct nupp_walk *w, __u32 gen)
+{
+	w->gmix = nupp_walk_mix(w->gmix, gen);
+	w->last_gen = gen;
+}
+
+/* The key of the stack of a finished walk: its frames, the incarnation of each Lua
+ * frame's prototype (the free generations of their blocks: a prototype freed and another
+ * made at its address gives another key, a free elsewhere does not) and, on a trace,
+ * tgen, the includer's count of trace changes (a trace freed and another made at the
+ * same addresses gives another key). */
+NUPP_WALK_INLINE __u64 nupp_walk_key(const struct nupp_walk *w, __u64 tgen)
+{
+	__u64 h = nupp_walk_mix(w->hash, w->gmix);
+
+	return (w->st.flags & NUPP_SMP_F_TRACE) ? nupp_walk_mix(h, tgen) : h;
 }
 
 /* Is pc the return PC (one past an instruction) inside bytecode [bc, bc + 4*sizebc)? */
@@ -689,8 +715,8 @@ fault:
 NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
 {
 	__u64 frame = w->frame, bot = w->bot, wlo = w->win_lo, whi = w->win_hi, fnv = w->rep_fn;
-	__u64 lk = w->rep_link, delta = w->rep_delta, gcv = w->rep_gcv, h = w->hash, hdr[2];
-	__u32 d = w->st.depth, maxd = w->max_depth, k, di;
+	__u64 lk = w->rep_link, delta = w->rep_delta, gcv = w->rep_gcv, h = w->hash, hdr[2], gm = w->gmix;
+	__u32 d = w->st.depth, maxd = w->max_depth, k, di, gen = w->last_gen;
 	struct nupp_smp_frame rec;
 
 	if (!delta || w->skip || !w->iter || w->result != NUPP_WALK_RUN || w->pc_above != lk || !d)
@@ -710,11 +736,13 @@ NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
 		__asm__ volatile("" : "+r"(di)); /* keep the mask the verifier needs */
 		w->st.frames[di & (NUPP_SMP_MAX_DEPTH - 1)] = rec;
 		h = nupp_walk_mix_frame(h, &rec);
+		gm = nupp_walk_mix(gm, gen); /* the same prototype: the same block */
 		d++;
 		frame -= delta;
 	}
 	w->frame = frame;
 	w->hash = h;
+	w->gmix = gm;
 	w->st.depth = d;
 	w->iter += k;
 	return k;
@@ -730,10 +758,10 @@ NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
 NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_lj_layout *lo)
 {
 	__u64 frame = w->frame, bot = w->bot, wlo = w->win_lo, whi = w->win_hi, pca = w->pc_above, h = w->hash;
-	__u64 tag = w->fc_tag, gcv = lo->gcvmask, L = w->L, hdr[2], fn, link, next, rep = 0, ipc = 0;
+	__u64 tag = w->fc_tag, gcv = lo->gcvmask, L = w->L, hdr[2], fn, link, next, rep = 0, ipc = 0, gm = w->gmix;
 	__u32 d = w->st.depth, maxd = w->max_depth, k, di, t, flua = lo->frame_lua, ash = lo->bc_a_shift & 31;
-	__u32 ins = 0, ci_ins = 0;
-	struct nupp_walk_fc *c, *ci;
+	__u32 ins = 0, ci_ins = 0, gen = w->last_gen;
+	struct nupp_walk_fc *c, *ci = 0;
 	struct nupp_smp_frame rec;
 
 	if (!tag || !pca || w->skip || !w->iter || w->result != NUPP_WALK_RUN)
@@ -749,9 +777,16 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		t = (link & lo->frame_type) == flua ? flua : (__u32)(link & lo->frame_typep);
 		if (t == lo->frame_cont || t == lo->frame_varg)
 			break;
-		c = nupp_walk_fc_find(w, tag, fn, pca);
+		/* The entry that gave the CALL before this frame's PC (the last frame's link)
+		 * is nearly always this frame's own: checked for this walk's count of frees
+		 * already, it takes no second lookup. */
+		if (ci && ci->fn == fn && ci->pc == pca)
+			c = ci;
+		else
+			c = nupp_walk_fc_find(w, tag, fn, pca);
 		if (!c)
 			break;
+		ci = 0;
 		if (t == flua) {
 			ci = nupp_walk_fc_call(w, tag, link); /* the caller's entry at this link */
 			if (!ci)
@@ -779,6 +814,9 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		__asm__ volatile("" : "+r"(di)); /* keep the mask the verifier needs */
 		w->st.frames[di & (NUPP_SMP_MAX_DEPTH - 1)] = rec;
 		h = nupp_walk_mix_frame(h, &rec);
+		/* A hit's generation is its block's now (nupp_walk_fc_is). */
+		gen = c->gen;
+		gm = nupp_walk_mix(gm, gen);
 		d++;
 		pca = t == flua ? link : 0;
 		ipc = pca; /* its CALL is ins */
@@ -799,6 +837,8 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 	if (k) {
 		w->frame = frame;
 		w->hash = h;
+		w->gmix = gm;
+		w->last_gen = gen;
 		w->st.depth = d;
 		w->pc_above = pca;
 		w->iter += k;
@@ -816,7 +856,7 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 {
 	__u64 frame, link = 0, fn, bc = 0, pc = 0, next, hdr[2], cand = 0;
 	__u64 gg = w->g + (__s64)lo->gg_g2l, tvsz = lo->tv_size;
-	__u32 sizebc = 0, ins = 0, t;
+	__u32 sizebc = 0, ins = 0, t, pgn = 0;
 	__s32 pos = -1;
 	__u8 ffid = 0, skip, lt;
 	int first, e, hit = 0;
@@ -859,6 +899,7 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 			if (nupp_walk_emit(w, NUPP_SMP_LUA, c->proto, c->chunk, c->firstline, c->sizebc, c->pos,
 					   lt))
 				return 1;
+			nupp_walk_gen_add(w, c->gen);
 			if (!(c->pg_ins & 1) && w->ins_pc == cand) {
 				c->ins = w->ins_val; /* the CALL before it, read since */
 				c->pg_ins |= 1;
@@ -878,6 +919,7 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 			if (nupp_walk_emit(w, NUPP_SMP_LUA, c->proto, c->chunk, c->firstline, c->sizebc, c->pos,
 					   lt))
 				return 1;
+			nupp_walk_gen_add(w, c->gen);
 			hit = 1;
 			w->fc_hits++;
 			goto step;
@@ -933,6 +975,10 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 			if (nupp_walk_emit(w, NUPP_SMP_LUA, bc - lo->pt_size, f->chunk, f->firstline, sizebc,
 					   pos, lt))
 				return 1;
+			/* Read once: the key's, and a fill's (no prototype of this VM is freed
+			 * during its walk). */
+			pgn = nupp_walk_pgen(w, bc - lo->pt_size);
+			nupp_walk_gen_add(w, pgn);
 		}
 	} else if (!skip) {
 		/* In registers mode an ASM fast function runs with rbx = &GG->bcff[i]+4 and a
@@ -1026,7 +1072,7 @@ step:
 		c->pg_ins = ((__u32)w->fc_pg << 1) | (w->ins_pc == cand);
 		/* No prototype of this VM is freed during its walk: the facts read are of this
 		 * generation. */
-		c->gen = nupp_walk_pgen(w, c->proto);
+		c->gen = pgn;
 		w->fc_fills++;
 	}
 filled:
@@ -1145,6 +1191,8 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->code_hi = 0;
 	w->stk_hi = 0;
 	w->hash = 0xcbf29ce484222325ull;
+	w->gmix = 0;
+	w->last_gen = 0;
 	w->max_depth = max_depth;
 	w->iter = 0;
 	w->skip = 0;

@@ -223,6 +223,11 @@ int main(int argc, char **argv)
 	bskel = base_bpf__open();
 	if (bskel) {
 		bskel->rodata->max_depth = NUPP_SMP_DEFAULT_DEPTH + 1;
+		/* A frame cache for every CPU too: with the default (CPU 0 only) the base walked
+		 * the other CPUs' samples without one, and looked twice as slow. */
+		bskel->rodata->fc_ncpu = skel->rodata->fc_ncpu;
+		/* (as declared, fcache holds one CPU's entries: the base's own count) */
+		bpf_map__set_max_entries(bskel->maps.fcache, bskel->rodata->fc_ncpu * bpf_map__max_entries(bskel->maps.fcache));
 		if (bpf_map__set_value_size(bskel->maps.stacks, NUPP_SMP_STACK_SIZE(NUPP_SMP_DEFAULT_DEPTH + 1)) ||
 		    base_bpf__load(bskel)) {
 			base_bpf__destroy(bskel);

@@ -1545,7 +1545,7 @@ END_TEST
 
 START_TEST(walk_frame_cache_and_recursion_give_the_same_stack)
 {
-	__u64 fm, rec, pt_rec, pt_leaf, leaf, b, hash;
+	__u64 fm, rec, pt_rec, pt_leaf, leaf, b, hash, key;
 	int pass;
 
 	setup();
@@ -1557,18 +1557,101 @@ START_TEST(walk_frame_cache_and_recursion_give_the_same_stack)
 		w.fc_tag = 0;
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 		hash = w.hash;
+		key = nupp_walk_key(&w, 0);
 		saved = w.st;
-		/* filled, then hit: cached frames hand the recursion over to the repeat path */
+		/* filled, then hit: cached frames hand the recursion over to the repeat path
+		 * (the same stack key too) */
 		w.fc_tag = (300ull << 22) | 5;
 		for (pass = 0; pass < 2; pass++) {
 			reads = 0;
 			ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 			check_recursion(60, pt_leaf, pt_rec);
 			ck_assert_uint_eq(w.hash, hash);
+			ck_assert_uint_eq(nupp_walk_key(&w, 0), key);
 			ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
 		}
 		ck_assert_uint_gt(w.fc_hits, 0);
 		ck_assert_int_le(reads, 4); /* VM state and stack windows only */
+	}
+	w.fc_tag = 0;
+}
+END_TEST
+
+/* The stack key (nupp_walk_key) names each Lua frame's prototype incarnation by the free
+ * generation of its block: the same whatever path the walk took (cache off, filling,
+ * hits, recursion), the same after a prototype freed elsewhere, another after a frame's
+ * own prototype is freed and another made at its address with the same facts (the
+ * frames then read the same, byte for byte); on a trace it holds the trace epoch too. */
+START_TEST(walk_stack_key_moves_only_with_the_frames_prototypes)
+{
+	__u64 fns[8], pts[8], pt_leaf, leaf, b, key, key2, other = 0, a;
+	__u32 i, j;
+	int clash;
+
+	setup();
+	leaf = new_lua_fn(30, 20, &pt_leaf);
+	b = distinct_chain(8, 3, fns, pts, leaf, ret_pc(leaf, 11));
+	/* an address whose free generation slot no frame's GCproto shares */
+	for (a = A(0x300000); !other; a += NUPP_WALK_PGEN_BLOCK) {
+		clash = nupp_walk_pgen_slot(a) == nupp_walk_pgen_slot(pt_leaf);
+		for (j = 0; j < nkeys; j++)
+			clash |= nupp_walk_pgen_slot(a) == nupp_walk_pgen_slot(proto_of(key_fn[j]));
+		if (!clash)
+			other = a;
+	}
+	{
+		struct nupp_walk_regs r = regs_interp(b, ret_pc(leaf, 11));
+
+		w.fc_tag = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		key = nupp_walk_key(&w, 0);
+		saved = w.st;
+		ck_assert_uint_eq(w.st.depth, 11); /* leaf, 8 Lua, C, main */
+		ck_assert_uint_ne(key, w.hash);
+		/* not a trace: the trace epoch is not part of it */
+		ck_assert_uint_eq(nupp_walk_key(&w, 77), key);
+		/* filled, then hit: the same key */
+		w.fc_tag = (900ull << 22) | 2;
+		for (i = 0; i < 2; i++) {
+			ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+			ck_assert_uint_eq(nupp_walk_key(&w, 0), key);
+			ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+		}
+		ck_assert_uint_gt(w.fc_hits, 0);
+
+		/* a prototype freed elsewhere: the same key, from the cache */
+		free_proto(other);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(nupp_walk_key(&w, 0), key);
+		ck_assert_uint_gt(w.fc_hits, 0);
+		w.fc_tag = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(nupp_walk_key(&w, 0), key);
+
+		/* f[5]'s prototype freed and remade at its address with the same facts: the
+		 * same frames, another key, whether the frames come from the cache or not */
+		w.fc_tag = (900ull << 22) | 2;
+		free_proto(pts[5]);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+		key2 = nupp_walk_key(&w, 0);
+		ck_assert_uint_ne(key2, key);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_gt(w.fc_hits, 0);
+		ck_assert_uint_eq(nupp_walk_key(&w, 0), key2);
+		w.fc_tag = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(nupp_walk_key(&w, 0), key2);
+
+		/* the leaf's (the frame a sample starts from) likewise */
+		free_proto(pt_leaf);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_ne(nupp_walk_key(&w, 0), key2);
+		ck_assert_uint_ne(nupp_walk_key(&w, 0), key);
+
+		/* a trace stack: another trace epoch is another key */
+		w.st.flags |= NUPP_SMP_F_TRACE;
+		ck_assert_uint_ne(nupp_walk_key(&w, 5), nupp_walk_key(&w, 6));
 	}
 	w.fc_tag = 0;
 }
@@ -1609,6 +1692,7 @@ int main(void)
 	tcase_add_test(tc, walk_frame_cache_follows_prototypes_freed_and_frames_changed);
 	tcase_add_test(tc, walk_frame_cache_count_of_frees_does_not_wrap_into_a_skip);
 	tcase_add_test(tc, walk_frame_cache_and_recursion_give_the_same_stack);
+	tcase_add_test(tc, walk_stack_key_moves_only_with_the_frames_prototypes);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
