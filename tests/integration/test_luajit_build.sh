@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Our LuaJIT build: all 10 luajit:* probes are in the exe and the .so with register or
-# immediate argument specs (libbpf 1.1.2 parses no %rip or SIB forms), the JIT still
-# works (-jv, -jp, -jdump), and LuaJIT's behaviour is unchanged on a smoke script.
+# immediate argument specs (libbpf 1.1.2 parses no %rip or SIB forms), each at a 5-byte
+# NOP in code with no red zone; the JIT still works (-jv, -jp, -jdump), and LuaJIT's
+# behaviour is unchanged on a smoke script.
 # proto_new has two sites (the parser and the bytecode loader): names are compared once.
 . "$(dirname "$0")/../support/lib.sh"
 
@@ -15,6 +16,17 @@ for obj in "$NUPP_LUAJIT_PREFIX/bin/luajit" "$NUPP_LUAJIT_PREFIX/lib/libluajit-5
   bad=$(awk '/Provider: luajit/{getline; getline; getline; print}' "$TMP/notes" |
     sed 's/^ *Arguments: *//' | tr ' ' '\n' | grep -vE '^-?[0-9]+@(%[a-z0-9]+|\$-?[0-9]+)$' || true)
   assert_eq "$bad" "" "argument specs libbpf 1.1.2 cannot parse in $obj"
+  # Every probe site is a 5-byte NOP, which Linux 6.18+ turns into a call of its uprobe
+  # trampoline instead of a trap per hit (test_record_probe_sites.sh) ...
+  for loc in $(awk '/Location:/ {print $2}' "$TMP/notes" | tr -d ,); do
+    insn=$(objdump -d --no-show-raw-insn --start-address="$loc" --stop-address=$((loc + 5)) "$obj" |
+      awk -F'\t' '/^ *[0-9a-f]+:/ {print $2}')
+    assert_eq "$(echo $insn)" "nopl 0x0(%rax,%rax,1)" "instruction at the probe site $loc of $obj"
+  done
+  # ... whose return address is pushed below the stack pointer: no code of the build may
+  # keep data there (-mno-red-zone: no address below %rsp is ever formed).
+  below=$(objdump -d --no-show-raw-insn "$obj" | grep -E -- '-0x[0-9a-f]+\(%rsp\)' || true)
+  assert_eq "$below" "" "addresses below the stack pointer (a red zone) in $obj"
 done
 
 # The JIT still compiles, and its own tools load.

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# While nupp-bpf records, the kernel runs each luajit:* probe our LuaJIT hits as a call of
+# its uprobe trampoline (the site is a 5-byte NOP: Linux 6.18+), not as a trap per hit;
+# once record -p has detached, every site is the NOP again and the target runs on, with
+# the result it gives unprofiled.
+. "$(dirname "$0")/../support/lib.sh"
+need_root
+grep -qw arch_uprobe_optimize /proc/kallsyms ||
+  { echo "SKIP: this kernel does not turn uprobes on 5-byte NOPs into calls"; exit 77; }
+
+exe=$(readlink -f "$NUPP_LUAJIT")
+sites=$(readelf -n "$exe" | awk '/Provider: luajit/ {getline; n = $2; getline; print n ":" $2}' | tr -d ,)
+# Code loaded and collected without pause (proto_new and proto_free fire 20 times a
+# round) until the file arg[1] exists (60 s at most), then its checksum.
+cat >"$TMP/load.lua" <<'LUA'
+local src = {}
+for i = 1, 20 do src[#src + 1] = ("local function f%d(n) return n * %d end"):format(i, i) end
+src[#src + 1] = "return f1(2) + f20(3)"
+src = table.concat(src, "\n")
+local t0, sum, r = os.time(), 0, 0
+repeat
+  for _ = 1, 100 do
+    r = r + 1
+    sum = sum + assert(loadstring(src, "=chunk"))()
+  end
+  collectgarbage()
+  local f = io.open(arg[1])
+  if f then f:close() end
+until f or os.time() - t0 > 60
+print(sum / r)
+LUA
+touch "$TMP/stop"
+want=$("$NUPP_LUAJIT" "$TMP/load.lua" "$TMP/stop")
+rm "$TMP/stop"
+assert_eq "$want" "62" "the workload's own result"
+
+# The 5 bytes at a site of the running target (its exe mapped at base).
+site_bytes() {
+  dd if="/proc/$1/mem" bs=1 iflag=skip_bytes,count_bytes skip=$(($2 + $3)) count=5 2>/dev/null | od -An -tx1 | tr -d ' \n'
+}
+
+"$NUPP_LUAJIT" "$TMP/load.lua" "$TMP/stop" >"$TMP/out" & target=$!
+sleep 0.3
+base=$((0x$(awk -v f="$exe" '$6 == f && $3 == "00000000" {split($1, a, "-"); print a[1]; exit}' "/proc/$target/maps")))
+for s in $sites; do
+  assert_eq "$(site_bytes "$target" "$base" "${s#*:}")" "0f1f440000" "${s%%:*} before recording"
+done
+"$NUPP_BPF" record -q -F 199 -d 2 -o "$TMP/p.json" -p "$target" 2>"$TMP/rec.err" & rec=$!
+# A site that fired is a call (e8 rel32) into the kernel's trampoline page.
+optimized=""
+for _ in $(seq 40); do
+  sleep 0.1
+  for s in $sites; do
+    case ${s%%:*} in proto_new | proto_free) ;; *) continue ;; esac
+    [ "$(site_bytes "$target" "$base" "${s#*:}" | cut -c1-2)" = e8 ] && optimized="$optimized ${s%%:*}"
+  done
+  [ -n "$optimized" ] && break
+done
+[ -n "$optimized" ] || fail "no proto_new or proto_free site became a call while recording"
+grep -q '\[uprobes-trampoline\]' "/proc/$target/maps" || fail "no uprobe trampoline mapped in the target"
+wait "$rec" || fail "record -p failed: $(cat "$TMP/rec.err")"
+kill -0 "$target" || fail "the target stopped when record -p detached"
+# The kernel takes the probes out after record has exited, not at once (within 2 s
+# here, breakpoints and calls alike): every site is the NOP again within 10 s.
+for _ in $(seq 100); do
+  left=""
+  for s in $sites; do
+    b=$(site_bytes "$target" "$base" "${s#*:}")
+    [ "$b" = 0f1f440000 ] || left="$left ${s%%:*}=$b"
+  done
+  [ -z "$left" ] && break
+  sleep 0.1
+done
+[ -z "$left" ] || fail "probe sites still not NOPs 10 s after record -p detached:$left"
+touch "$TMP/stop"
+wait "$target" || fail "the target failed after record -p detached"
+assert_eq "$(cat "$TMP/out")" "$want" "the target's result after profiling"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); assert d["meta"]["samples"] > 0, d["meta"]' "$TMP/p.json" ||
+  fail "the profile has no samples"
+echo "PASS: probe sites are calls while recording, NOPs again after"
