@@ -912,6 +912,8 @@ struct smp_trace_buf {
 	__u8 tmp[256]; /* a GCfunc's or GCproto's header */
 	__u32 map_ofs, nmap, irk_ofs, nk, nins;
 	__u32 snap_frame, ir_kgc, ir_o, ir_size;
+	__u32 kref, ref_true, irt_is64; /* the constant scan's cursor and bounds */
+	__u8 ir_t, irt_func, irt_type, ir_knull;
 	__u32 fn_gct, fn_ffid, fn_pc, fn_cf, fn_span;
 	__u32 pt_size, pt_chunkname, pt_firstline, pt_sizebc, pt_sizept;
 	__u8 gct_func, ff_lua, ff_c, fr2;
@@ -1004,6 +1006,38 @@ static long smp_trace_scan_cb(__u32 j, void *ctx)
 	fn = smp_tb_get(b->ev.data, ofs + b->ir_size, NUPP_SMP_TRACE_MAX, 8) & b->gcvmask;
 	if (fn)
 		smp_tb_add_fn(b, fn);
+	return 0;
+}
+
+/* bpf_loop callback: the trace's next constant from b->kref on, walked as the GC marks
+ * them (lj_gc.c gc_traverse_trace: a 64-bit constant but KNULL takes two slots); a KGC
+ * of type IRT_FUNC is noted. Every function of the trace's frames is such a constant
+ * (the map scan below keeps only KGC constants), and the trace keeps each one alive. */
+static long smp_trace_kscan_cb(__u32 j, void *ctx)
+{
+	__u32 zero = 0, ofs, ref;
+	struct smp_trace_buf *b = bpf_map_lookup_elem(&trace_buf, &zero);
+	__u64 fn;
+	__u8 o, t;
+
+	if (!b)
+		return 1;
+	ref = b->kref;
+	if (ref >= b->ref_true || ref < b->nk || ref + 1 >= b->nins)
+		return 1;
+	ofs = b->irk_ofs + (ref - b->nk) * b->ir_size;
+	if (ofs > NUPP_SMP_TRACE_MAX - 16)
+		return 1;
+	o = (__u8)smp_tb_get(b->ev.data, ofs + b->ir_o, NUPP_SMP_TRACE_MAX, 1);
+	t = (__u8)smp_tb_get(b->ev.data, ofs + b->ir_t, NUPP_SMP_TRACE_MAX, 1) & b->irt_type;
+	if (o == b->ir_kgc && t == b->irt_func) {
+		fn = smp_tb_get(b->ev.data, ofs + b->ir_size, NUPP_SMP_TRACE_MAX, 8) & b->gcvmask;
+		if (fn)
+			smp_tb_add_fn(b, fn);
+		if (b->ev.nfn > NUPP_SMP_TRACE_FNS)
+			return 1;
+	}
+	b->kref = ref + 1 + (((b->irt_is64 >> (t & 31)) & 1) && o != b->ir_knull);
 	return 0;
 }
 
@@ -1103,8 +1137,23 @@ static __always_inline __u32 smp_trace_copy_all(struct smp_trace_buf *b, const s
 	b->gct_func = lo->gct_func;
 	b->ff_lua = lo->ff_lua;
 	b->ff_c = lo->ff_c;
+	b->kref = b->nk;
+	b->ref_true = lo->ref_true;
+	b->irt_is64 = lo->irt_is64;
+	b->ir_t = lo->ir_t;
+	b->irt_func = lo->irt_func;
+	b->irt_type = lo->irt_type;
+	b->ir_knull = lo->ir_knull;
 	__builtin_memset(b->fn_slot, 0, sizeof(b->fn_slot));
-	bpf_loop(NUPP_SMP_TRACE_MAX / 4, smp_trace_scan_cb, NULL, 0);
+	/* The function constants (a few dozen entries), or when more than fit (or the walk
+	 * stopped short), only those of the frames: the whole snapshot map, hundreds to
+	 * thousands of entries. */
+	bpf_loop(NUPP_SMP_TRACE_MAX / 8, smp_trace_kscan_cb, NULL, 0);
+	if (b->ev.nfn >= NUPP_SMP_TRACE_FNS || b->kref < b->ref_true) {
+		b->ev.nfn = 0;
+		__builtin_memset(b->fn_slot, 0, sizeof(b->fn_slot));
+		bpf_loop(NUPP_SMP_TRACE_MAX / 4, smp_trace_scan_cb, NULL, 0);
+	}
 	/* The start prototype too (fn 0), whose bytecode a snapshot may need. */
 	smp_tb_add_fn(b, 0);
 	if (b->ev.nfn > NUPP_SMP_TRACE_FNS)
