@@ -570,7 +570,8 @@ static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, 
 	bpf_ringbuf_submit(ev, wake);
 }
 
-/* The generation a trace free ends (0 while the layout is unknown: no sample yet). */
+/* A new generation for a trace just made (luajit:trace_stop); 0 while the layout is
+ * unknown (no sample yet). */
 static __always_inline __u64 smp_trace_gen(struct nupp_smp_proc *p)
 {
 	return p->layout_ok ? __sync_fetch_and_add(&p->pgen, 1) + 1 : 0;
@@ -1178,10 +1179,14 @@ static __always_inline __u32 smp_trace_copy(struct smp_trace_buf *b, const struc
 
 /* luajit:trace_stop(g, traceno, T, loc, link, linktype): a new trace, sent with a copy
  * of what names its samples; the trace array changes (the samplers' trace caches forget
- * it). A copy that cannot be sent (ring buffer full) costs only this trace's samples:
- * userspace reads the trace from the target while it lives. Sent without waking the
- * reader (a target that compiles without pause makes thousands a second), unless 1 MB
- * waits unread. */
+ * it). The trace takes a generation of its own: every sample of it is of that generation
+ * or later, every sample of the incarnation it replaces (the trace its number or its
+ * address last named: freed before this one was made) of an earlier one, so userspace
+ * ends that entry there and needs no trace_free or trace_flush probe (a trap each, as
+ * many as trace_stop). A copy that cannot be sent (ring buffer full) is sent without
+ * the copy (userspace reads the trace from the target while it lives); an event not
+ * sent at all is a lost generation (nlost). Sent without waking the reader (a target
+ * that compiles without pause makes thousands a second), unless 1 MB waits unread. */
 SEC("usdt")
 int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 {
@@ -1207,7 +1212,7 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 	b->ev.h.mcode = 0;
 	b->ev.h.traceno = traceno;
 	b->ev.h.pad = 0;
-	b->ev.h.pgen = p->pgen;
+	b->ev.h.pgen = smp_trace_gen(p);
 	b->ev.size = 0;
 	b->ev.nfn = 0;
 	why = smp_trace_copy(b, &p->lo, T);
@@ -1224,41 +1229,10 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 		bpf_probe_read_kernel(b->ev.data + size, nfn * sizeof(struct nupp_smp_trace_fn), b->fn);
 		size += nfn * sizeof(struct nupp_smp_trace_fn);
 	}
-	if (bpf_ringbuf_output(&events, b, offsetof(struct nupp_smp_trace_event, data) + size, smp_proto_wakeup()))
+	if (bpf_ringbuf_output(&events, b, offsetof(struct nupp_smp_trace_event, data) + size, smp_proto_wakeup())) {
 		why = NUPP_SMP_TC_RINGFULL;
+		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, b->ev.h.pgen, smp_proto_wakeup());
+	}
 	__sync_fetch_and_add(&tcopy[why < NUPP_SMP_TC_N ? why : NUPP_SMP_TC_SHAPE], 1);
-	return 0;
-}
-
-/* luajit:trace_free(g, T, traceno, mcode): the trace's cache entry dies after a drain,
- * and at once in the samplers' trace caches. */
-SEC("usdt")
-int BPF_USDT(nupp_smp_trace_free, __u64 g, __u64 T, __u32 traceno, __u64 mcode)
-{
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
-	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
-
-	if (p) {
-		__sync_fetch_and_add(&tc_epoch, 1);
-		/* Sent without waking the reader (see trace_stop); lost: the process's names
-		 * start over (the generation it ends is not known). */
-		smp_event(NUPP_SMP_EV_TRACE_FREE, tgid, g, T, mcode, traceno, p, smp_trace_gen(p), smp_proto_wakeup());
-	}
-	return 0;
-}
-
-/* luajit:trace_flush(g): every trace of the VM dies (the trace array was cleared). */
-SEC("usdt")
-int BPF_USDT(nupp_smp_trace_flush, __u64 g)
-{
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
-	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
-
-	if (p) {
-		__sync_fetch_and_add(&tc_epoch, 1);
-		smp_event(NUPP_SMP_EV_TRACE_FLUSH, tgid, g, 0, 0, 0, p, smp_trace_gen(p), smp_proto_wakeup());
-	}
 	return 0;
 }
