@@ -919,6 +919,7 @@ struct smp_trace_buf {
 	__u32 pt_size, pt_chunkname, pt_firstline, pt_sizebc, pt_sizept;
 	__u8 gct_func, ff_lua, ff_c, fr2;
 	__u64 gcvmask;
+	__u64 ptc_tag, ptc_pfrees; /* what a trace_ptc entry must hold to be used */
 };
 
 /* The kernel refuses a per-CPU map value over 32 KB (PCPU_MIN_UNIT_SIZE). */
@@ -930,6 +931,28 @@ struct {
 	__type(key, __u32);
 	__type(value, struct smp_trace_buf);
 } trace_buf SEC(".maps");
+
+/* A prototype's fingerprint as a trace_stop read it (per CPU, direct-mapped by its
+ * address): the functions of a program's traces are the same few hundred, and a
+ * prototype's fields never change while it lives. An entry names pt only for the
+ * process and VM epoch of tag and while the process has freed no prototype since
+ * (pfrees: luajit:proto_free bumps it before the memory can be reused). */
+#define SMP_PTC_ENTRIES 512
+struct smp_ptc {
+	__u64 tag; /* (fc_epoch << 22) | tgid; 0: empty */
+	__u64 pfrees;
+	__u64 pt;
+	__u64 chunkname;
+	__s32 firstline;
+	__u32 sizebc, sizept, pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SMP_PTC_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct smp_ptc);
+} trace_ptc SEC(".maps");
 
 /* A little-endian field of width w at a bounded offset of the copy. */
 static __always_inline __u64 smp_tb_get(const __u8 *base, __u32 ofs, __u32 max, int w)
@@ -1047,9 +1070,10 @@ static long smp_trace_kscan_cb(__u32 j, void *ctx)
  * fn 0 is the trace's start prototype (T->startpt). */
 static long smp_trace_fn_cb(__u32 i, void *ctx)
 {
-	__u32 zero = 0;
+	__u32 zero = 0, slot;
 	struct smp_trace_buf *b = bpf_map_lookup_elem(&trace_buf, &zero);
 	struct nupp_smp_trace_fn *f;
+	struct smp_ptc *c;
 	__u64 ffid;
 
 	if (!b || i >= b->ev.nfn || i >= NUPP_SMP_TRACE_FNS)
@@ -1074,13 +1098,34 @@ static long smp_trace_fn_cb(__u32 i, void *ctx)
 	}
 	f->ptr = smp_tb_get(b->tmp, b->fn_pc, 128, 8) - b->pt_size;
 proto:
-	if (!f->ptr || bpf_probe_read_user(b->tmp, b->pt_size & 255, (const void *)f->ptr))
+	if (!f->ptr)
+		return 0;
+	slot = (__u32)(((f->ptr >> 3) * 0x9e3779b97f4a7c15ull) >> 55) & (SMP_PTC_ENTRIES - 1);
+	c = bpf_map_lookup_elem(&trace_ptc, &slot);
+	if (c && c->tag == b->ptc_tag && c->pfrees == b->ptc_pfrees && c->pt == f->ptr) {
+		f->chunkname = c->chunkname;
+		f->firstline = c->firstline;
+		f->sizebc = c->sizebc;
+		f->sizept = c->sizept;
+		f->kind = NUPP_SMP_LUA;
+		return 0;
+	}
+	if (bpf_probe_read_user(b->tmp, b->pt_size & 255, (const void *)f->ptr))
 		return 0;
 	f->chunkname = smp_tb_get(b->tmp, b->pt_chunkname, 256, 8);
 	f->firstline = (__s32)smp_tb_get(b->tmp, b->pt_firstline, 256, 4);
 	f->sizebc = (__u32)smp_tb_get(b->tmp, b->pt_sizebc, 256, 4);
 	f->sizept = (__u32)smp_tb_get(b->tmp, b->pt_sizept, 256, 4);
 	f->kind = NUPP_SMP_LUA;
+	if (c) {
+		c->tag = b->ptc_tag;
+		c->pfrees = b->ptc_pfrees;
+		c->pt = f->ptr;
+		c->chunkname = f->chunkname;
+		c->firstline = f->firstline;
+		c->sizebc = f->sizebc;
+		c->sizept = f->sizept;
+	}
 	return 0;
 }
 
@@ -1215,6 +1260,10 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 	b->ev.h.pgen = smp_trace_gen(p);
 	b->ev.size = 0;
 	b->ev.nfn = 0;
+	/* Prototype frees run on the VM's thread, not during this probe: an entry of
+	 * trace_ptc filled at this count names no prototype freed since. */
+	b->ptc_tag = (fc_epoch << 22) | (tgid & 0x3fffff);
+	b->ptc_pfrees = *(volatile __u64 *)&p->pfrees;
 	why = smp_trace_copy(b, &p->lo, T);
 	size = b->ev.size; /* 0 unless copied whole */
 	if (size > NUPP_SMP_TRACE_MAX)
