@@ -1247,7 +1247,7 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 		/* Woken now: after prototype events sent without a wake-up, a default submit
 		 * does not wake the reader, who must read a new trace while the process lives. */
 		__sync_fetch_and_add(&tcopy[NUPP_SMP_TC_NOLAYOUT], 1);
-		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, p->pgen, BPF_RB_FORCE_WAKEUP);
+		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, smp_trace_gen(p), BPF_RB_FORCE_WAKEUP);
 		return 0;
 	}
 	b->ev.h.kind = NUPP_SMP_EV_TRACE_STOP;

@@ -225,9 +225,11 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 		/* The trace as BPF copied it (struct nupp_smp_trace_event), decoded on demand;
 		 * it ends the incarnation it replaces. It takes a generation (one not read
 		 * holds back later stacks). */
-		smp_target_ready(s, t);
-		if (!t->sym || !t->traces) {
-			t->reset = 1;
+		if (smp_target_ready(s, t)) {
+			/* A generation not recorded is a lost event: start over at the drain
+			 * (none is taken while the layout is unknown: then no sample exists). */
+			if (ev->pgen)
+				t->reset = 1;
 			break;
 		}
 		nupp_traces_add_event(t->traces, data, size);
