@@ -581,7 +581,8 @@ static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, 
 	bpf_ringbuf_submit(ev, wake);
 }
 
-/* The generation a trace free ends (0 while the layout is unknown: no sample yet). */
+/* A new generation for a trace just made (luajit:trace_stop); 0 while the layout is
+ * unknown (no sample yet). */
 static __always_inline __u64 smp_trace_gen(struct nupp_smp_proc *p)
 {
 	return p->layout_ok ? __sync_fetch_and_add(&p->pgen, 1) + 1 : 0;
@@ -923,10 +924,13 @@ struct smp_trace_buf {
 	__u8 tmp[256]; /* a GCfunc's or GCproto's header */
 	__u32 map_ofs, nmap, irk_ofs, nk, nins;
 	__u32 snap_frame, ir_kgc, ir_o, ir_size;
+	__u32 kref, ref_true, irt_is64; /* the constant scan's cursor and bounds */
+	__u8 ir_t, irt_func, irt_type, ir_knull;
 	__u32 fn_gct, fn_ffid, fn_pc, fn_cf, fn_span;
 	__u32 pt_size, pt_chunkname, pt_firstline, pt_sizebc, pt_sizept;
 	__u8 gct_func, ff_lua, ff_c, fr2;
 	__u64 gcvmask;
+	__u64 ptc_tag, ptc_pfrees; /* what a trace_ptc entry must hold to be used */
 };
 
 /* The kernel refuses a per-CPU map value over 32 KB (PCPU_MIN_UNIT_SIZE). */
@@ -938,6 +942,28 @@ struct {
 	__type(key, __u32);
 	__type(value, struct smp_trace_buf);
 } trace_buf SEC(".maps");
+
+/* A prototype's fingerprint as a trace_stop read it (per CPU, direct-mapped by its
+ * address): the functions of a program's traces are the same few hundred, and a
+ * prototype's fields never change while it lives. An entry names pt only for the
+ * process and VM epoch of tag and while the process has freed no prototype since
+ * (pfrees: luajit:proto_free bumps it before the memory can be reused). */
+#define SMP_PTC_ENTRIES 512
+struct smp_ptc {
+	__u64 tag; /* (fc_epoch << 22) | tgid; 0: empty */
+	__u64 pfrees;
+	__u64 pt;
+	__u64 chunkname;
+	__s32 firstline;
+	__u32 sizebc, sizept, pad;
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, SMP_PTC_ENTRIES);
+	__type(key, __u32);
+	__type(value, struct smp_ptc);
+} trace_ptc SEC(".maps");
 
 /* A little-endian field of width w at a bounded offset of the copy. */
 static __always_inline __u64 smp_tb_get(const __u8 *base, __u32 ofs, __u32 max, int w)
@@ -1018,14 +1044,47 @@ static long smp_trace_scan_cb(__u32 j, void *ctx)
 	return 0;
 }
 
+/* bpf_loop callback: the trace's next constant from b->kref on, walked as the GC marks
+ * them (lj_gc.c gc_traverse_trace: a 64-bit constant but KNULL takes two slots); a KGC
+ * of type IRT_FUNC is noted. Every function of the trace's frames is such a constant
+ * (the map scan below keeps only KGC constants), and the trace keeps each one alive. */
+static long smp_trace_kscan_cb(__u32 j, void *ctx)
+{
+	__u32 zero = 0, ofs, ref;
+	struct smp_trace_buf *b = bpf_map_lookup_elem(&trace_buf, &zero);
+	__u64 fn;
+	__u8 o, t;
+
+	if (!b)
+		return 1;
+	ref = b->kref;
+	if (ref >= b->ref_true || ref < b->nk || ref + 1 >= b->nins)
+		return 1;
+	ofs = b->irk_ofs + (ref - b->nk) * b->ir_size;
+	if (ofs > NUPP_SMP_TRACE_MAX - 16)
+		return 1;
+	o = (__u8)smp_tb_get(b->ev.data, ofs + b->ir_o, NUPP_SMP_TRACE_MAX, 1);
+	t = (__u8)smp_tb_get(b->ev.data, ofs + b->ir_t, NUPP_SMP_TRACE_MAX, 1) & b->irt_type;
+	if (o == b->ir_kgc && t == b->irt_func) {
+		fn = smp_tb_get(b->ev.data, ofs + b->ir_size, NUPP_SMP_TRACE_MAX, 8) & b->gcvmask;
+		if (fn)
+			smp_tb_add_fn(b, fn);
+		if (b->ev.nfn > NUPP_SMP_TRACE_FNS)
+			return 1;
+	}
+	b->kref = ref + 1 + (((b->irt_is64 >> (t & 31)) & 1) && o != b->ir_knull);
+	return 0;
+}
+
 /* bpf_loop callback: names function i of the table (its GCfunc header, and for a Lua
  * function its prototype's fingerprint), read now while the trace keeps it alive; entry
  * fn 0 is the trace's start prototype (T->startpt). */
 static long smp_trace_fn_cb(__u32 i, void *ctx)
 {
-	__u32 zero = 0;
+	__u32 zero = 0, slot;
 	struct smp_trace_buf *b = bpf_map_lookup_elem(&trace_buf, &zero);
 	struct nupp_smp_trace_fn *f;
+	struct smp_ptc *c;
 	__u64 ffid;
 
 	if (!b || i >= b->ev.nfn || i >= NUPP_SMP_TRACE_FNS)
@@ -1050,13 +1109,34 @@ static long smp_trace_fn_cb(__u32 i, void *ctx)
 	}
 	f->ptr = smp_tb_get(b->tmp, b->fn_pc, 128, 8) - b->pt_size;
 proto:
-	if (!f->ptr || bpf_probe_read_user(b->tmp, b->pt_size & 255, (const void *)f->ptr))
+	if (!f->ptr)
+		return 0;
+	slot = (__u32)(((f->ptr >> 3) * 0x9e3779b97f4a7c15ull) >> 55) & (SMP_PTC_ENTRIES - 1);
+	c = bpf_map_lookup_elem(&trace_ptc, &slot);
+	if (c && c->tag == b->ptc_tag && c->pfrees == b->ptc_pfrees && c->pt == f->ptr) {
+		f->chunkname = c->chunkname;
+		f->firstline = c->firstline;
+		f->sizebc = c->sizebc;
+		f->sizept = c->sizept;
+		f->kind = NUPP_SMP_LUA;
+		return 0;
+	}
+	if (bpf_probe_read_user(b->tmp, b->pt_size & 255, (const void *)f->ptr))
 		return 0;
 	f->chunkname = smp_tb_get(b->tmp, b->pt_chunkname, 256, 8);
 	f->firstline = (__s32)smp_tb_get(b->tmp, b->pt_firstline, 256, 4);
 	f->sizebc = (__u32)smp_tb_get(b->tmp, b->pt_sizebc, 256, 4);
 	f->sizept = (__u32)smp_tb_get(b->tmp, b->pt_sizept, 256, 4);
 	f->kind = NUPP_SMP_LUA;
+	if (c) {
+		c->tag = b->ptc_tag;
+		c->pfrees = b->ptc_pfrees;
+		c->pt = f->ptr;
+		c->chunkname = f->chunkname;
+		c->firstline = f->firstline;
+		c->sizebc = f->sizebc;
+		c->sizept = f->sizept;
+	}
 	return 0;
 }
 
@@ -1114,8 +1194,23 @@ static __always_inline __u32 smp_trace_copy_all(struct smp_trace_buf *b, const s
 	b->gct_func = lo->gct_func;
 	b->ff_lua = lo->ff_lua;
 	b->ff_c = lo->ff_c;
+	b->kref = b->nk;
+	b->ref_true = lo->ref_true;
+	b->irt_is64 = lo->irt_is64;
+	b->ir_t = lo->ir_t;
+	b->irt_func = lo->irt_func;
+	b->irt_type = lo->irt_type;
+	b->ir_knull = lo->ir_knull;
 	__builtin_memset(b->fn_slot, 0, sizeof(b->fn_slot));
-	bpf_loop(NUPP_SMP_TRACE_MAX / 4, smp_trace_scan_cb, NULL, 0);
+	/* The function constants (a few dozen entries), or when more than fit (or the walk
+	 * stopped short), only those of the frames: the whole snapshot map, hundreds to
+	 * thousands of entries. */
+	bpf_loop(NUPP_SMP_TRACE_MAX / 8, smp_trace_kscan_cb, NULL, 0);
+	if (b->ev.nfn >= NUPP_SMP_TRACE_FNS || b->kref < b->ref_true) {
+		b->ev.nfn = 0;
+		__builtin_memset(b->fn_slot, 0, sizeof(b->fn_slot));
+		bpf_loop(NUPP_SMP_TRACE_MAX / 4, smp_trace_scan_cb, NULL, 0);
+	}
 	/* The start prototype too (fn 0), whose bytecode a snapshot may need. */
 	smp_tb_add_fn(b, 0);
 	if (b->ev.nfn > NUPP_SMP_TRACE_FNS)
@@ -1140,10 +1235,14 @@ static __always_inline __u32 smp_trace_copy(struct smp_trace_buf *b, const struc
 
 /* luajit:trace_stop(g, traceno, T, loc, link, linktype): a new trace, sent with a copy
  * of what names its samples; the trace array changes (the samplers' trace caches forget
- * it). A copy that cannot be sent (ring buffer full) costs only this trace's samples:
- * userspace reads the trace from the target while it lives. Sent without waking the
- * reader (a target that compiles without pause makes thousands a second), unless 1 MB
- * waits unread. */
+ * it). The trace takes a generation of its own: every sample of it is of that generation
+ * or later, every sample of the incarnation it replaces (the trace its number or its
+ * address last named: freed before this one was made) of an earlier one, so userspace
+ * ends that entry there and needs no trace_free or trace_flush probe (a trap each, as
+ * many as trace_stop). A copy that cannot be sent (ring buffer full) is sent without
+ * the copy (userspace reads the trace from the target while it lives); an event not
+ * sent at all is a lost generation (nlost). Sent without waking the reader (a target
+ * that compiles without pause makes thousands a second), unless 1 MB waits unread. */
 SEC("usdt")
 int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 {
@@ -1159,7 +1258,7 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 		/* Woken now: after prototype events sent without a wake-up, a default submit
 		 * does not wake the reader, who must read a new trace while the process lives. */
 		__sync_fetch_and_add(&tcopy[NUPP_SMP_TC_NOLAYOUT], 1);
-		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, p->pgen, BPF_RB_FORCE_WAKEUP);
+		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, smp_trace_gen(p), BPF_RB_FORCE_WAKEUP);
 		return 0;
 	}
 	b->ev.h.kind = NUPP_SMP_EV_TRACE_STOP;
@@ -1169,9 +1268,13 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 	b->ev.h.mcode = 0;
 	b->ev.h.traceno = traceno;
 	b->ev.h.pad = 0;
-	b->ev.h.pgen = p->pgen;
+	b->ev.h.pgen = smp_trace_gen(p);
 	b->ev.size = 0;
 	b->ev.nfn = 0;
+	/* Prototype frees run on the VM's thread, not during this probe: an entry of
+	 * trace_ptc filled at this count names no prototype freed since. */
+	b->ptc_tag = (fc_epoch << 22) | (tgid & 0x3fffff);
+	b->ptc_pfrees = *(volatile __u64 *)&p->pfrees;
 	why = smp_trace_copy(b, &p->lo, T);
 	size = b->ev.size; /* 0 unless copied whole */
 	if (size > NUPP_SMP_TRACE_MAX)
@@ -1186,41 +1289,10 @@ int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
 		bpf_probe_read_kernel(b->ev.data + size, nfn * sizeof(struct nupp_smp_trace_fn), b->fn);
 		size += nfn * sizeof(struct nupp_smp_trace_fn);
 	}
-	if (bpf_ringbuf_output(&events, b, offsetof(struct nupp_smp_trace_event, data) + size, smp_proto_wakeup()))
+	if (bpf_ringbuf_output(&events, b, offsetof(struct nupp_smp_trace_event, data) + size, smp_proto_wakeup())) {
 		why = NUPP_SMP_TC_RINGFULL;
+		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, b->ev.h.pgen, smp_proto_wakeup());
+	}
 	__sync_fetch_and_add(&tcopy[why < NUPP_SMP_TC_N ? why : NUPP_SMP_TC_SHAPE], 1);
-	return 0;
-}
-
-/* luajit:trace_free(g, T, traceno, mcode): the trace's cache entry dies after a drain,
- * and at once in the samplers' trace caches. */
-SEC("usdt")
-int BPF_USDT(nupp_smp_trace_free, __u64 g, __u64 T, __u32 traceno, __u64 mcode)
-{
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
-	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
-
-	if (p) {
-		__sync_fetch_and_add(&tc_epoch, 1);
-		/* Sent without waking the reader (see trace_stop); lost: the process's names
-		 * start over (the generation it ends is not known). */
-		smp_event(NUPP_SMP_EV_TRACE_FREE, tgid, g, T, mcode, traceno, p, smp_trace_gen(p), smp_proto_wakeup());
-	}
-	return 0;
-}
-
-/* luajit:trace_flush(g): every trace of the VM dies (the trace array was cleared). */
-SEC("usdt")
-int BPF_USDT(nupp_smp_trace_flush, __u64 g)
-{
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32;
-
-	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
-
-	if (p) {
-		__sync_fetch_and_add(&tc_epoch, 1);
-		smp_event(NUPP_SMP_EV_TRACE_FLUSH, tgid, g, 0, 0, 0, p, smp_trace_gen(p), smp_proto_wakeup());
-	}
 	return 0;
 }

@@ -25,7 +25,7 @@ _Static_assert(NUPP_SMP_LOST_NO_VM == NUPP_LOST_NO_VM && NUPP_SMP_LOST_READ_FAUL
 
 #define SMP_MAX_CPUS 1024
 #define SMP_MAX_ATTACH 32
-#define SMP_PROBES 7
+#define SMP_PROBES 5
 
 /* One target process and its per-process name caches. */
 struct smp_target {
@@ -233,19 +233,17 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 		}
 		break;
 	case NUPP_SMP_EV_TRACE_STOP:
-		/* The trace as BPF copied it (struct nupp_smp_trace_event), decoded on demand. */
-		if (!smp_target_ready(s, t))
-			nupp_traces_add_event(t->traces, data, size);
-		break;
-	case NUPP_SMP_EV_TRACE_FREE:
-	case NUPP_SMP_EV_TRACE_FLUSH:
-		/* Trace frees take a generation too (one not read holds back later stacks). */
-		smp_target_ready(s, t);
-		if (!t->sym || !t->traces) {
-			t->reset = 1;
+		/* The trace as BPF copied it (struct nupp_smp_trace_event), decoded on demand;
+		 * it ends the incarnation it replaces. It takes a generation (one not read
+		 * holds back later stacks). */
+		if (smp_target_ready(s, t)) {
+			/* A generation not recorded is a lost event: start over at the drain
+			 * (none is taken while the layout is unknown: then no sample exists). */
+			if (ev->pgen)
+				t->reset = 1;
 			break;
 		}
-		nupp_traces_kill(t->traces, ev->kind == NUPP_SMP_EV_TRACE_FREE ? ev->trace : 0, ev->pgen);
+		nupp_traces_add_event(t->traces, data, size);
 		if (ev->pgen)
 			nupp_sym_gen_done(t->sym, ev->pgen);
 		break;
@@ -388,12 +386,11 @@ static int smp_attach_probes(struct nupp_sampler *s, const char *binary, pid_t p
 	/* proto_free and the trace probes before vm_open: a VM seen opening has its prototype
 	 * frees and trace changes watched, which its samples' frame and trace caches rely on
 	 * (bpf/sampler.bpf.c). */
-	static const char *const names[SMP_PROBES] = { "proto_free",  "proto_new",   "vm_close", "trace_stop",
-						       "trace_free", "trace_flush", "vm_open" };
+	static const char *const names[SMP_PROBES] = { "proto_free", "proto_new", "vm_close", "trace_stop",
+						       "vm_open" };
 	struct bpf_program *progs[SMP_PROBES] = {
 		s->skel->progs.nupp_smp_proto_free, s->skel->progs.nupp_smp_proto_new,
 		s->skel->progs.nupp_smp_vm_close,   s->skel->progs.nupp_smp_trace_stop,
-		s->skel->progs.nupp_smp_trace_free, s->skel->progs.nupp_smp_trace_flush,
 		s->skel->progs.nupp_smp_vm_open,
 	};
 	LIBBPF_OPTS(bpf_usdt_opts, vm_open_opts);
@@ -1385,16 +1382,12 @@ int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *
 	return e ? e : smp_prog_stats(s->skel->progs.nupp_smp_proto_free, run_time_ns, run_cnt);
 }
 
-/* Kernel cost so far of the trace lifetime programs (luajit:trace_stop, trace_free,
- * trace_flush). */
+/* Kernel cost so far of the trace lifetime program (luajit:trace_stop: a trace's end
+ * is the next trace_stop of its number or address, which needs no probe of its own). */
 int nupp_sampler_tracelife_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt)
 {
-	int e;
-
 	*run_time_ns = *run_cnt = 0;
-	e = smp_prog_stats(s->skel->progs.nupp_smp_trace_stop, run_time_ns, run_cnt);
-	e = e ? e : smp_prog_stats(s->skel->progs.nupp_smp_trace_free, run_time_ns, run_cnt);
-	return e ? e : smp_prog_stats(s->skel->progs.nupp_smp_trace_flush, run_time_ns, run_cnt);
+	return smp_prog_stats(s->skel->progs.nupp_smp_trace_stop, run_time_ns, run_cnt);
 }
 
 /* Outcomes of luajit:trace_stop so far (the BPF tcopy[] counters). */

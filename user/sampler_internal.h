@@ -124,9 +124,11 @@ void nupp_traces_set_sym(struct nupp_traces *t, struct nupp_sym *sym);
 /* Decodes (and caches) trace T now, while it is alive. 0 or -errno. */
 /* born: the prototype generation when it was made (nupp_smp_event.pgen). */
 int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born);
-/* A luajit:trace_stop event (struct nupp_smp_trace_event, size bytes): the trace is kept
- * as BPF copied it while alive and decoded when a sample first needs it; a trace not
- * copied is read from the target now (nupp_traces_add). 0 or -errno. */
+/* A luajit:trace_stop event (struct nupp_smp_trace_event, size bytes), made at its own
+ * generation: it ends there the incarnations it replaces (every live entry at its
+ * address, the live one of its VM and number), then the trace is kept as BPF copied it
+ * while alive and decoded when a sample first needs it; a trace not copied is read from
+ * the target now. The same event twice changes nothing. 0 or -errno. */
 int nupp_traces_add_event(struct nupp_traces *t, const void *ev, size_t size);
 /* Marks T (or every trace if T == 0) as freed, ending generation gen: samples of
  * earlier generations still find it, until nupp_traces_purge drops it. */

@@ -75,6 +75,7 @@ struct tr_entry {
 	struct tr_entry *next, **pnext; /* in its bucket (pnext: the pointer to it there) */
 	struct tr_entry *lprev, *lnext; /* in the live list, or once freed the dead list */
 	__u64 T, mcode;
+	__u64 g; /* the VM whose trace it is (0: not known) */
 	__u32 traceno, nsnap;
 	/* The prototype generations [lo, hi) whose samples saw this trace (hi = TR_ALIVE
 	 * until its free): a later trace at the same address, number and machine code
@@ -106,6 +107,9 @@ struct tr_entry {
 
 #define TR_FACT_BUCKETS 1024
 
+/* VMs whose trace numbers are followed (struct nupp_traces.vm). */
+#define TR_VMS 16
+
 struct nupp_traces {
 	struct nupp_lj_layout lo;
 	int ops_ok; /* our LuaJIT headers number bytecodes and IR as the target does */
@@ -126,6 +130,14 @@ struct nupp_traces {
 	 * roots; NULL: none. */
 	struct tr_entry **byno;
 	__u32 nbyno;
+	/* Per VM (g), its live entry of each trace number that a trace_stop event made:
+	 * the one that VM's next trace of that number ends (tr_supersede). */
+	struct {
+		__u64 g;
+		struct tr_entry **no;
+		__u32 n;
+	} vm[TR_VMS];
+	__u32 nvm; /* slots used; when all are, the next VM takes slot nvm % TR_VMS */
 	struct nupp_sym *sym; /* prototypes' copies, or NULL (nupp_traces_set_sym) */
 	/* Entry allocations freed, kept for the next trace_stop events (a target that
 	 * compiles without pause sends thousands a second, and a flush frees as many at
@@ -325,6 +337,8 @@ void nupp_traces_free(struct nupp_traces *t)
 		free(t->echunks[i]);
 	free(t->echunks);
 	free(t->byno);
+	for (i = 0; i < TR_VMS; i++)
+		free(t->vm[i].no);
 	free(t);
 }
 
@@ -996,6 +1010,8 @@ static void tr_byno_set(struct nupp_traces *t, struct tr_entry *e)
 	t->byno[e->traceno] = e;
 }
 
+static struct tr_entry **tr_vm_slot(struct nupp_traces *t, __u64 g, __u32 traceno, int create);
+
 /* Makes a new live entry known: its bucket, the live list, its trace number. */
 static void tr_insert(struct nupp_traces *t, struct tr_entry *e)
 {
@@ -1008,6 +1024,12 @@ static void tr_insert(struct nupp_traces *t, struct tr_entry *e)
 	*head = e;
 	tr_list_add(&t->live, e);
 	tr_byno_set(t, e);
+	if (e->g) {
+		struct tr_entry **slot = tr_vm_slot(t, e->g, e->traceno, 1);
+
+		if (slot)
+			*slot = e;
+	}
 }
 
 /* A new entry for trace T (header hdr) made at generation born, not decoded, with a
@@ -1109,7 +1131,7 @@ static int tr_hdr_sizes(struct nupp_traces *t, struct tr_dec *d, __u32 nsnap)
 
 /* Decodes trace T, read now while it is alive; shared: in the order of the target's
  * events (see struct tr_dec). */
-static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int shared)
+static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int shared, __u64 g)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
 	struct tr_dec d = { 0 };
@@ -1128,6 +1150,7 @@ static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int
 	e = tr_entry_new(t, T, d.hdr, born, 0);
 	if (!e)
 		return -ENOMEM;
+	e->g = g;
 	d.e = e;
 	d.shared = shared;
 	err = tr_hdr_sizes(t, &d, e->nsnap);
@@ -1148,11 +1171,42 @@ static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int
 /* Decodes (and caches) trace T now, while it is alive (its luajit:trace_stop event). */
 int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born)
 {
-	return tr_add(t, T, traceno, born, 1);
+	return tr_add(t, T, traceno, born, 1, 0);
 }
 
-/* A trace_stop event: keeps the copy BPF made for decoding when a sample needs it; a
- * trace it could not copy whole is read from the target now. */
+static void tr_kill_one(struct nupp_traces *t, struct tr_entry *e, __u64 gen);
+
+/* Trace T, number traceno of VM g, was made at generation gen: it ends the incarnations
+ * it replaces there, which LuaJIT freed before it made this one (and no sample of this
+ * one is of an earlier generation): every live entry at address T, and the live one of
+ * (g, traceno) (a number is reused only once its trace left J->trace: lj_trace.c
+ * trace_findfree; a flush leaves every number free). Returns 1 when a live entry of T,
+ * traceno made at gen is there already (the same event again: nothing changes), else 0. */
+static int tr_supersede(struct nupp_traces *t, __u64 g, __u64 T, __u32 traceno, __u64 gen)
+{
+	struct tr_entry *e, *nx, **slot;
+
+	for (e = t->b[tr_bucket(T)]; e; e = e->next)
+		if (e->T == T && e->traceno == traceno && e->hi == TR_ALIVE && e->lo == gen)
+			return 1;
+	for (e = t->b[tr_bucket(T)]; e; e = nx) {
+		nx = e->next;
+		if (e->T == T && e->hi == TR_ALIVE)
+			tr_kill_one(t, e, gen);
+	}
+	slot = tr_vm_slot(t, g, traceno, 1);
+	if (slot && *slot && (*slot)->hi == TR_ALIVE)
+		tr_kill_one(t, *slot, gen);
+	/* An entry read at a sample (VM not known) with that number is taken for this VM's:
+	 * ended too early, it only names fewer samples. */
+	if (traceno < t->nbyno && (e = t->byno[traceno]) && e->hi == TR_ALIVE && !e->g)
+		tr_kill_one(t, e, gen);
+	return 0;
+}
+
+/* A trace_stop event: ends what the trace replaces (tr_supersede), then keeps the copy
+ * BPF made for decoding when a sample needs it; a trace it could not copy whole is read
+ * from the target now. */
 int nupp_traces_add_event(struct nupp_traces *t, const void *data, size_t size)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
@@ -1164,18 +1218,20 @@ int nupp_traces_add_event(struct nupp_traces *t, const void *data, size_t size)
 
 	if (size < sizeof(struct nupp_smp_event))
 		return -EINVAL;
+	if (size >= head && ev->size && ev->size >= lo->T_size && ev->size <= NUPP_SMP_TRACE_MAX &&
+	    tr_get(ev->data, lo->T_traceno, 2) != ev->h.traceno)
+		return -ESTALE; /* not the trace the event names: changes nothing */
+	if (tr_supersede(t, ev->h.g, ev->h.trace, ev->h.traceno, ev->h.pgen))
+		return 0;
 	if (size < head || ev->size == 0 || ev->size > NUPP_SMP_TRACE_MAX || ev->size < lo->T_size ||
 	    ev->nfn > NUPP_SMP_TRACE_FNS ||
 	    NUPP_SMP_TRACE_FN_OFS(ev->size) + (size_t)ev->nfn * sizeof(*fns) > size - head)
-		return nupp_traces_add(t, ev->h.trace, ev->h.traceno, ev->h.pgen);
+		return tr_add(t, ev->h.trace, ev->h.traceno, ev->h.pgen, 1, ev->h.g);
 	fns = (const struct nupp_smp_trace_fn *)(ev->data + NUPP_SMP_TRACE_FN_OFS(ev->size));
-	if (tr_get(ev->data, lo->T_traceno, 2) != ev->h.traceno)
-		return -ESTALE;
-	if (tr_alive(t, ev->h.trace, ev->h.traceno, tr_get(ev->data, lo->T_mcode, 8)))
-		return 0;
 	e = tr_entry_new(t, ev->h.trace, ev->data, ev->h.pgen, (size_t)ev->nfn * sizeof(*e->fns) + ev->size);
 	if (!e)
 		return -ENOMEM;
+	e->g = ev->h.g;
 	e->inline_raw = true;
 	e->fns = (struct nupp_smp_trace_fn *)e->blk;
 	e->raw = (unsigned char *)(e->fns + ev->nfn);
@@ -1237,14 +1293,55 @@ static int tr_decode_raw(struct nupp_traces *t, struct tr_entry *e)
 	return err;
 }
 
+/* The slot of VM g's trace number traceno (struct nupp_traces.vm), made when create
+ * (NULL: none, or no memory). */
+static struct tr_entry **tr_vm_slot(struct nupp_traces *t, __u64 g, __u32 traceno, int create)
+{
+	__u32 i, n;
+	struct tr_entry **p;
+
+	for (i = 0; i < TR_VMS && i < t->nvm; i++)
+		if (t->vm[i].g == g)
+			break;
+	if (i == TR_VMS || i == t->nvm) {
+		if (!create)
+			return NULL;
+		/* A new VM; past TR_VMS it takes the oldest slot (the entries there only wait
+		 * for the next trace at their address). */
+		i = t->nvm++ % TR_VMS;
+		free(t->vm[i].no);
+		t->vm[i].no = NULL;
+		t->vm[i].n = 0;
+		t->vm[i].g = g;
+	}
+	if (traceno >= t->vm[i].n) {
+		if (!create)
+			return NULL;
+		n = t->vm[i].n ? t->vm[i].n : 256;
+		while (n <= traceno)
+			n *= 2;
+		p = realloc(t->vm[i].no, (size_t)n * sizeof(*p));
+		if (!p)
+			return NULL;
+		memset(p + t->vm[i].n, 0, (size_t)(n - t->vm[i].n) * sizeof(*p));
+		t->vm[i].no = p;
+		t->vm[i].n = n;
+	}
+	return &t->vm[i].no[traceno];
+}
+
 /* Ends live entry e at generation gen: it names only the samples before (its list is
  * the caller's to change). */
 static void tr_end(struct nupp_traces *t, struct tr_entry *e, __u64 gen)
 {
+	struct tr_entry **slot = e->g ? tr_vm_slot(t, e->g, e->traceno, 0) : NULL;
+
 	e->hi = gen > e->lo ? gen : e->lo;
 	tr_entry_release(t, e);
 	if (e->traceno < t->nbyno && t->byno[e->traceno] == e)
 		t->byno[e->traceno] = NULL;
+	if (slot && *slot == e)
+		*slot = NULL;
 }
 
 /* Marks T (or every trace if T == 0) as freed, ending generation gen. */
@@ -1276,17 +1373,22 @@ void nupp_traces_kill(struct nupp_traces *t, __u64 T, __u64 gen)
 	 * thousands of traces between two drains). */
 	for (e = t->b[tr_bucket(T)]; e; e = nx) {
 		nx = e->next;
-		if (e->T == T && e->hi == TR_ALIVE) {
-			tr_end(t, e, gen);
-			tr_list_del(&t->live, e);
-			e->lprev = t->dead_tail;
-			if (t->dead_tail)
-				t->dead_tail->lnext = e;
-			else
-				t->dead = e;
-			t->dead_tail = e;
-		}
+		if (e->T == T && e->hi == TR_ALIVE)
+			tr_kill_one(t, e, gen);
 	}
+}
+
+/* Ends live entry e at generation gen and moves it to the dead list's tail. */
+static void tr_kill_one(struct nupp_traces *t, struct tr_entry *e, __u64 gen)
+{
+	tr_end(t, e, gen);
+	tr_list_del(&t->live, e);
+	e->lprev = t->dead_tail;
+	if (t->dead_tail)
+		t->dead_tail->lnext = e;
+	else
+		t->dead = e;
+	t->dead_tail = e;
 }
 
 /* Drops the entries freed at or before generation gen (no later sample saw them), oldest
@@ -1317,6 +1419,7 @@ static struct tr_entry *tr_find(struct nupp_traces *t, const struct nupp_smp_sta
 	int pass;
 
 	__u64 end = 0;
+	int newer = 0;
 
 	for (pass = 0; pass < 2; pass++) {
 		for (e = t->b[b]; e; e = e->next) {
@@ -1328,13 +1431,16 @@ static struct tr_entry *tr_find(struct nupp_traces *t, const struct nupp_smp_sta
 				return e->failed ? NULL : e;
 			}
 			if (e->hi == TR_ALIVE)
-				return NULL; /* alive since after the sample: the one it saw is gone */
-			if (e->hi > end)
+				newer = 1; /* alive since after the sample: unless an older entry is
+					    * the one it saw, that one is gone */
+			else if (e->hi > end)
 				end = e->hi;
 		}
+		if (newer)
+			return NULL;
 		/* Made before we looked: decoded now, if it lives, as the incarnation after
 		 * every freed one of the same identity. */
-		if (pass || st->pgen < end || tr_add(t, st->trace, st->traceno, end, 0))
+		if (pass || st->pgen < end || tr_add(t, st->trace, st->traceno, end, 0, 0))
 			return NULL;
 	}
 	return NULL;

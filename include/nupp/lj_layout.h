@@ -19,7 +19,7 @@
 #endif
 
 #define NUPP_LJ_LAYOUT_MAGIC 0x4c4a4250u /* "PBJL": LuaJIT BPF layout */
-#define NUPP_LJ_LAYOUT_VERSION 5u
+#define NUPP_LJ_LAYOUT_VERSION 6u
 #define NUPP_LJ_LAYOUT_SYMBOL "luajit_bpf_layout"
 #define NUPP_LJ_VMLIST_SYMBOL "luajit_bpf_vmlist"
 #define NUPP_LJ_VMLIST_MAX 16
@@ -218,6 +218,17 @@ struct nupp_lj_layout {
 	 * VM's C frame, so a C function it calls has its return address just below. */
 	__u32 T_spadjust; /* uint16 */
 	__u32 pad5;
+
+	/* -- A trace's constants (version 6): trace_stop walks T->ir[nk..REF_TRUE) as
+	 * the GC does (lj_gc.c gc_traverse_trace) to find its function constants (IR_KGC
+	 * of type IRT_FUNC), without scanning its snapshot map. */
+	__u8 ir_t;       /* offset of the type byte (IRType1) in IRIns */
+	__u8 irt_func;   /* IRT_FUNC */
+	__u8 irt_type;   /* IRT_TYPE: the type bits of that byte */
+	__u8 ir_knull;   /* IR_KNULL: 64-bit type, one slot */
+	__u32 irt_is64;  /* IRT_IS64: bit t set when a constant of type t takes two slots */
+	__u32 ref_true;  /* REF_TRUE: the constants lie in [nk, REF_TRUE) */
+	__u32 pad6;
 };
 
 /* The VMs a process has open, kept by the patched lua_newstate/lua_close, so a loader

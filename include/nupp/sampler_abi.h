@@ -141,13 +141,14 @@ struct nupp_smp_proc {
 	__u32 nvm;      /* slots of g[] used (0: no VM known yet); a closed VM leaves 0 */
 	__u32 layout_ok;
 	__u64 g[NUPP_SMP_MAX_VMS];
-	/* 1 when luajit:proto_free and the trace lifetime probes (trace_stop, trace_free,
-	 * trace_flush) of the VM's LuaJIT are attached for this process, so the walker's
+	/* 1 when luajit:proto_free and the trace lifetime probe (trace_stop: a trace number
+	 * or address reused is a new trace stopped) of the VM's LuaJIT are attached for
+	 * this process, so the walker's
 	 * frame and trace caches may be used for its samples (include/nupp/walk.h). */
 	__u8 fc_ok[NUPP_SMP_MAX_VMS];
 	__u64 zone_addr[NUPP_SMP_MAX_VMS]; /* the VM's vmlist zone_tv slot (nupp_zone_read), 0 = none */
-	/* Prototype generation: +1 for every prototype or trace the process frees
-	 * (luajit:proto_free, trace_free, trace_flush).
+	/* Prototype generation: +1 for every prototype the process frees (luajit:proto_free)
+	 * and every trace it makes (luajit:trace_stop).
 	 * A sample at generation E saw the incarnation of each GCproto* that the first free
 	 * of that address with a generation > E (if any) killed. */
 	__u64 pgen;
@@ -201,10 +202,11 @@ struct nupp_smp_event {
 	__u64 mcode;
 	__u32 traceno;
 	__u32 pad;
-	/* TRACE_STOP: the process's prototype generation when the trace was made;
-	 * TRACE_FREE, TRACE_FLUSH: the generation the free ends (trace frees take one
-	 * too, so a trace's samples are told from those of a later trace at the same
-	 * address, number and machine code). */
+	/* TRACE_STOP: the generation the trace's making took (every sample of it is of that
+	 * generation or later, every sample of a trace it replaced earlier: a trace's
+	 * samples are told from those of a later trace at the same address, number and
+	 * machine code); 0 while the process's layout is unknown. TRACE_FREE and
+	 * TRACE_FLUSH are no longer sent (no probe is attached there). */
 	__u64 pgen;
 };
 

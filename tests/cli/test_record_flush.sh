@@ -3,7 +3,8 @@
 # in a loop (tests/data/sampler/flush.lua, thousands of traces a second): drains stay
 # bounded in time, so -d 5 ends the recording on time and the first Ctrl-C writes the
 # profile within 1 s of the signal; no trace dies before its samples are named
-# (symbolize losses <= 1 %).
+# (symbolize losses <= 1 %), and none is named as another (every frame under the main
+# chunk is one of the program's call graph, a tenth of them or more compiled).
 # Times are taken from nupp-bpf's own stderr lines ("recording ...": attached and
 # sampling; "wrote ...": the profile is on disk), stamped as they arrive. Start-up (BPF
 # verification) and tear-down (uprobe detach) are outside these bounds: see README.
@@ -29,6 +30,38 @@ losses() {
   python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["meta"]; print(m["lost"]["symbolize"], m["samples"])' "$1"
 }
 
+# Every frame under the program's main chunk is one of its call graph's (known by
+# construction: the loop, drive(), the generated functions, the builtins it calls), and
+# traces name their samples: a trace named from another incarnation's copy (its number
+# and address reused after a flush) would show a frame the program never ran there.
+# Prints "MAIN COMPILED BAD" (samples under the main chunk, compiled ones, misnamed).
+frames() {
+  python3 - "$1" <<'PY'
+import json, re, sys
+ok = re.compile(r"^(flush\.lua:(0|drive)|gen[0-9]+:(f|0)|load|os\.clock|jit\.flush|string\.format|assert|print)$")
+main = comp = bad = 0
+for r in json.load(open(sys.argv[1]))["samples"]:
+    fr = r["stack"].split(";")
+    if fr[:2] != ["pmain", "flush.lua:0"]:
+        continue
+    main += r["count"]
+    comp += r["compiled"]
+    if not all(ok.match(f) for f in fr[1:]):
+        bad += r["count"]
+        print("misnamed:", r["stack"], r["count"], file=sys.stderr)
+print(main, comp, bad)
+PY
+}
+
+# Checks frames() of profile $1 (label $2): none misnamed, some compiled samples.
+check_frames() {
+  local main comp bad
+  read -r main comp bad < <(frames "$1")
+  echo "$2: $main samples under the main chunk, $comp compiled, $bad misnamed"
+  [ "$bad" = 0 ] || fail "$2: $bad samples with a frame the program does not run there"
+  [ $((comp * 10)) -ge "$main" ] || fail "$2: only $comp of $main samples compiled (traces not named?)"
+}
+
 # 1. -d 5: the recording ends 5 s after it began (drains bounded), the profile written.
 "$NUPP_BPF" record -F 997 -d 5 -o "$TMP/d.json" -- "$NUPP_LUAJIT" "$FLUSH" 60 >/dev/null 2>"$TMP/d.err" &
 rec=$!
@@ -43,6 +76,7 @@ read -r lost samples < <(losses "$TMP/d.json")
 echo "-d 5: $samples samples, symbolize $lost"
 [ "$samples" -gt 200 ] || fail "too few samples ($samples)"
 [ $((lost * 100)) -le "$samples" ] || fail "symbolize losses $lost > 1 % of $samples"
+check_frames "$TMP/d.json" "-d 5"
 
 # 2. The first Ctrl-C (SIGINT) writes the profile within 1 s; the command gets the
 # signal too and its status is passed on (LuaJIT's "interrupted!" error: 1).
@@ -64,4 +98,5 @@ read -r lost samples < <(losses "$TMP/c.json")
 echo "Ctrl-C: $samples samples, symbolize $lost"
 [ "$samples" -gt 200 ] || fail "too few samples ($samples)"
 [ $((lost * 100)) -le "$samples" ] || fail "symbolize losses $lost > 1 % of $samples"
+check_frames "$TMP/c.json" "Ctrl-C"
 echo PASS

@@ -145,6 +145,12 @@ START_TEST(layout_jit)
 	ck_assert_uint_eq(LO->ir_size, sizeof(IRIns));
 	OFS(ir_o, IRIns, o);
 	ck_assert_uint_eq(LO->ir_kgc, IR_KGC);
+	OFS(ir_t, IRIns, t);
+	ck_assert_uint_eq(LO->irt_func, IRT_FUNC);
+	ck_assert_uint_eq(LO->irt_type, IRT_TYPE);
+	ck_assert_uint_eq(LO->ir_knull, IR_KNULL);
+	ck_assert_uint_eq(LO->irt_is64, IRT_IS64);
+	ck_assert_uint_eq(LO->ref_true, REF_TRUE);
 	ck_assert_uint_eq(LO->ir_knum, IR_KNUM);
 	ck_assert_uint_eq(LO->ir_kint64, IR_KINT64);
 }

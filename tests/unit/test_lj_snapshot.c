@@ -231,15 +231,15 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 END_TEST
 
 /* The trace_stop event BPF makes (bpf/sampler.bpf.c smp_trace_copy), made here from
- * LuaJIT's own view of trace T: the block from T to the end of its snapshot map, and the
- * functions of its frames with their prototypes' fingerprints, plus the start prototype. */
+ * LuaJIT's own view of trace T: the block from T to the end of its snapshot map, and its
+ * function constants (every one of its frames' functions is one) with their prototypes'
+ * fingerprints, plus the start prototype. */
 static size_t make_event(GCtrace *T, struct nupp_smp_trace_event *ev)
 {
 	char *end = (char *)(T->snapmap + T->nsnapmap);
 	size_t size = (size_t)(end - (char *)T);
 	struct nupp_smp_trace_fn fns[NUPP_SMP_TRACE_FNS + 1];
-	SnapNo s;
-	MSize k;
+	IRRef ref;
 
 	memset(ev, 0, sizeof(*ev));
 	memset(fns, 0, sizeof(fns));
@@ -250,25 +250,14 @@ static size_t make_event(GCtrace *T, struct nupp_smp_trace_event *ev)
 	ev->h.mcode = (__u64)(uintptr_t)T->mcode;
 	ev->size = (__u32)size;
 	memcpy(ev->data, T, size);
-	for (s = 0; s < T->nsnap; s++) {
-		SnapEntry *map = &T->snapmap[T->snap[s].mapofs];
+	/* The constants as the GC walks them (lj_gc.c gc_traverse_trace). */
+	for (ref = T->nk; ref < REF_TRUE; ref++) {
+		IRIns *ir = &T->ir[ref];
 
-		for (k = 0; k < T->snap[s].nent; k++) {
-			IRRef ref = snap_ref(map[k]);
-			GCfunc *fn;
+		if (ir->o == IR_KGC && irt_type(ir->t) == IRT_FUNC) {
+			GCfunc *fn = ir_kfunc(ir);
 			struct nupp_smp_trace_fn *f;
-			__u32 i;
 
-			if (!(map[k] & SNAP_FRAME) || k == 0 || snap_slot(map[k - 1]) != snap_slot(map[k]) - 1)
-				continue;
-			ref = snap_ref(map[k - 1]);
-			if (ref >= REF_BIAS || T->ir[ref].o != IR_KGC || irt_type(T->ir[ref].t) != IRT_FUNC)
-				continue;
-			fn = ir_kfunc(&T->ir[ref]);
-			for (i = 0; i < ev->nfn && fns[i].fn != (__u64)(uintptr_t)fn; i++)
-				;
-			if (i < ev->nfn)
-				continue;
 			ck_assert_uint_lt(ev->nfn, NUPP_SMP_TRACE_FNS);
 			f = &fns[ev->nfn++];
 			f->fn = (__u64)(uintptr_t)fn;
@@ -286,6 +275,8 @@ static size_t make_event(GCtrace *T, struct nupp_smp_trace_event *ev)
 				f->ptr = iscfunc(fn) ? (__u64)(uintptr_t)fn->c.f : fn->c.ffid;
 			}
 		}
+		if (irt_is64(ir->t) && ir->o != IR_KNULL)
+			ref++;
 	}
 	{
 		GCproto *pt = &gcref(T->startpt)->pt;
@@ -549,6 +540,113 @@ START_TEST(comparison_snapshots_name_the_comparison)
 }
 END_TEST
 
+/* luajit:trace_stop takes a generation and ends there the incarnation it replaces (no
+ * trace_free probe): a sample of incarnation k is named by k's copy, never by k+1's,
+ * even after k's entry is purged; a trace at another address taking the number in the
+ * same VM ends it too, one of another VM does not. */
+START_TEST(trace_stop_ends_the_incarnation_it_replaces)
+{
+	lua_State *L = luaL_newstate();
+	static struct nupp_smp_trace_event ev, ev2, ev3;
+	GCproto *phot, *pinner;
+	GCtrace *T = hot_loop_trace(L, &phot, &pinner);
+	struct nupp_traces *live, *copy;
+	struct nupp_smp_stack st;
+	struct nupp_smp_frame a[NUPP_SMP_MAX_DEPTH + 16], b[NUPP_SMP_MAX_DEPTH + 16];
+	struct nupp_smp_trace_fn *fns;
+	const __u64 g = (__u64)(uintptr_t)G(L);
+	size_t size;
+	__u32 i;
+	int na, nb, moved = 0;
+
+	size = make_event(T, &ev);
+	ev.h.g = g;
+	live = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
+	copy = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
+	ck_assert_int_eq(nupp_traces_add(live, (__u64)(uintptr_t)T, T->traceno, 0), 0);
+	trace_sample(&st, T, phot, 1);
+	/* A snapshot inside the inlined inner(): its frame is named from the copy's table. */
+	na = 0;
+	for (i = 0; i < T->nsnap && na != 2; i++) {
+		st.mcofs = T->snap[i].mcofs;
+		na = nupp_traces_expand(live, &st, a, NUPP_SMP_MAX_DEPTH);
+	}
+	ck_assert_int_eq(na, 2);
+	ck_assert_uint_eq(a[0].ptr, (__u64)(uintptr_t)pinner);
+	/* Incarnation k+1: same address, number and machine code (after a flush), told
+	 * apart by its copy: inner() could not be named when it stopped. */
+	memcpy(&ev2, &ev, sizeof(ev));
+	fns = (struct nupp_smp_trace_fn *)(ev2.data + NUPP_SMP_TRACE_FN_OFS(ev2.size));
+	for (i = 0; i < ev2.nfn; i++)
+		if (fns[i].ptr == (__u64)(uintptr_t)pinner) {
+			fns[i].kind = 0;
+			moved++;
+		}
+	ck_assert_int_eq(moved, 1);
+	/* Reads of the target allowed only for the bytecode a decode checks (pass-2 reads
+	 * of the live trace would find it: a refusal below is checked with reads failing). */
+	ev.h.pgen = 10;
+	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
+	ev2.h.pgen = 20;
+	ck_assert_int_eq(nupp_traces_add_event(copy, &ev2, size), 0);
+	ck_assert_int_eq(nupp_traces_add_event(copy, &ev2, size), 0); /* again: no change */
+	/* Before k: nobody's; k's generations [10, 20): k's names; from 20 on: k+1's. */
+	st.pgen = 9;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	for (st.pgen = 10; st.pgen < 20; st.pgen += 9) {
+		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
+		ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
+	}
+	st.pgen = 20;
+	nb = nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH);
+	ck_assert_int_eq(nb, -ENOENT);
+	/* k's entry goes with the purge past 20: its samples are then refused, never named
+	 * by k+1's copy; k+1's stay. */
+	nupp_traces_purge(copy, 19);
+	st.pgen = 19;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
+	ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
+	nupp_traces_purge(copy, 20);
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	st.pgen = 25;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	/* k+2 with k's good copy: from 30 on, named again; k+1's 29 is not. */
+	ev.h.pgen = 30;
+	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
+	st.pgen = 29;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	st.pgen = 30;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
+	ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
+	/* Another VM's trace with k+2's number (elsewhere): k+2 lives on. */
+	memcpy(&ev3, &ev, sizeof(ev));
+	ev3.h.trace += 0x100000;
+	ev3.h.g = g + 0x1000;
+	ev3.h.pgen = 40;
+	ck_assert_int_eq(nupp_traces_add_event(copy, &ev3, size), 0);
+	st.pgen = 45;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
+	/* This VM's next trace of that number (elsewhere): k+2 ends at its generation. */
+	ev3.h.g = g;
+	ev3.h.pgen = 50;
+	ck_assert_int_eq(nupp_traces_add_event(copy, &ev3, size), 0);
+	st.pgen = 50;
+	fail_reads = 1;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	fail_reads = 0;
+	st.pgen = 49;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
+	nupp_traces_purge(copy, 50);
+	fail_reads = 1;
+	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	fail_reads = 0;
+	nupp_traces_free(live);
+	nupp_traces_free(copy);
+	lua_close(L);
+}
+END_TEST
+
 NUPP_CHECK_MAIN("snapshot", 0, false, false, snap_search_is_rightmost_le,
 		trace_snapshots_give_lines_and_inlined_frames, trace_copy_names_as_the_live_trace,
-		trace_copy_freed_before_decode_and_pooled, comparison_snapshots_name_the_comparison)
+		trace_copy_freed_before_decode_and_pooled, comparison_snapshots_name_the_comparison,
+		trace_stop_ends_the_incarnation_it_replaces)
