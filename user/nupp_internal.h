@@ -63,4 +63,13 @@ int nupp_addrmap_name(struct nupp_addrmap *a, __u64 addr, char *buf, size_t size
 /* Reads len bytes of code at runtime address addr from its mapped file; 0 or -errno. */
 int nupp_addrmap_read(struct nupp_addrmap *a, __u64 addr, void *buf, size_t len);
 
+/* -- Sampler (user/sampler.c): rings read with its own ------------------------ */
+
+struct nupp_sampler;
+
+/* Reads the ring buffer map_fd in the sampler's polls too, each record handed to fn:
+ * one wait for both, woken by either. 0 or -errno. */
+int nupp_sampler_add_ring(struct nupp_sampler *s, int map_fd, int (*fn)(void *ctx, void *data, size_t size),
+			  void *ctx);
+
 #endif /* NUPP_INTERNAL_H */

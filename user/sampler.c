@@ -562,6 +562,14 @@ static void smp_prefetch(struct nupp_sampler *s)
 	}
 }
 
+int nupp_sampler_add_ring(struct nupp_sampler *s, int map_fd, int (*fn)(void *ctx, void *data, size_t size),
+			  void *ctx)
+{
+	int e = ring_buffer__add(s->rb, map_fd, fn, ctx);
+
+	return e ? nupp_fail(e, "cannot read a ring buffer with the sampler's: %s", strerror(-e)) : 0;
+}
+
 int nupp_sampler_poll(struct nupp_sampler *s, int timeout_ms)
 {
 	int n;

@@ -344,10 +344,18 @@ static int ses_follow(struct nupp_session *s, pid_t pid)
 		if (e)
 			return nupp_fail(e, "cannot attach the process follower to sched_process_fork/exec: %s",
 					 strerror(-e));
-		s->frb = ring_buffer__new(bpf_map__fd(s->follow->maps.events), ses_on_follow, s, NULL);
-		if (!s->frb) {
-			e = -errno;
-			return nupp_fail(e, "cannot open the process follower's ring buffer: %s", strerror(-e));
+		/* Read in the sampler's polls when there is one: its waits end at a fork or an
+		 * exec (else the wait would have to end every SES_FAST_MS to look). */
+		if (s->smp) {
+			e = nupp_sampler_add_ring(s->smp, bpf_map__fd(s->follow->maps.events), ses_on_follow, s);
+			if (e)
+				return e;
+		} else {
+			s->frb = ring_buffer__new(bpf_map__fd(s->follow->maps.events), ses_on_follow, s, NULL);
+			if (!s->frb) {
+				e = -errno;
+				return nupp_fail(e, "cannot open the process follower's ring buffer: %s", strerror(-e));
+			}
 		}
 	}
 	if (bpf_map__update_elem(s->follow->maps.followed, &key, sizeof(key), &value, sizeof(value), BPF_ANY))
@@ -732,8 +740,8 @@ static int ses_step(struct nupp_session *s, int timeout_ms)
 	now = ses_now();
 	for (i = 0; i < s->nt; i++)
 		fast |= s->t[i].fast_until > now;
-	/* Following processes: their execs are read at least this often. */
-	if ((fast || s->follow) && timeout_ms > SES_FAST_MS)
+	/* Following processes without a sampler: their execs are read at least this often. */
+	if ((fast || s->frb) && timeout_ms > SES_FAST_MS)
 		timeout_ms = SES_FAST_MS;
 	if (s->smp)
 		e = nupp_sampler_poll(s->smp, timeout_ms);
