@@ -324,6 +324,16 @@ static int name_at(struct nupp_sym *s, GCproto *callee, int n, __u64 gen, char *
 	return nupp_sym_frame(s, &f, &c, gen, buf, size);
 }
 
+/* Asserts that callee called by caller's n-th CALL, sampled at generation gen, is named
+ * want. */
+static void named_at(struct nupp_sym *s, GCproto *callee, int n, __u64 gen, const char *want)
+{
+	char b[256];
+
+	ck_assert_int_eq(name_at(s, callee, n, gen, b, sizeof(b)), 0);
+	ck_assert_str_eq(b, want);
+}
+
 START_TEST(each_incarnation_at_an_address_keeps_its_own_name)
 {
 	char b[256];
@@ -528,10 +538,8 @@ START_TEST(a_memoised_name_belongs_to_its_caller_incarnation)
 
 	/* gfoo named by the caller as it is, twice (the second from the memo). */
 	nupp_sym_begin(s);
-	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, "symtest:gfoo");
-	ck_assert_int_eq(name_at(s, pgfoo, 1, 0, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, "symtest:gfoo");
+	named_at(s, pgfoo, 1, 0, "symtest:gfoo");
+	named_at(s, pgfoo, 1, 0, "symtest:gfoo");
 	/* In a later drain the caller dies at 1 and another is born at its address, with
 	 * the same fingerprint but another constant at the call: the same callee record
 	 * (still alive) is named by each caller incarnation as that one names it. */
@@ -698,16 +706,6 @@ static int gone_readv(void *ctx, const struct nupp_read_seg *seg, int n)
 	for (int i = 0; i < n; i++)
 		memcpy(seg[i].buf, (const void *)(uintptr_t)seg[i].addr, seg[i].len);
 	return n;
-}
-
-/* Asserts that callee called by caller's n-th CALL, sampled at generation gen, is named
- * want. */
-static void named_at(struct nupp_sym *s, GCproto *callee, int n, __u64 gen, const char *want)
-{
-	char b[256];
-
-	ck_assert_int_eq(name_at(s, callee, n, gen, b, sizeof(b)), 0);
-	ck_assert_str_eq(b, want);
 }
 
 /* A symbolizer of the target that can exit (alive for now), its counts reset. */
