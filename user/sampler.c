@@ -562,7 +562,7 @@ static void smp_prefetch(struct nupp_sampler *s)
 	}
 }
 
-int nupp_sampler_add_ring(struct nupp_sampler *s, int map_fd, int (*fn)(void *ctx, void *data, size_t size),
+int nupp_smp_add_ring(struct nupp_sampler *s, int map_fd, int (*fn)(void *ctx, void *data, size_t size),
 			  void *ctx)
 {
 	int e = ring_buffer__add(s->rb, map_fd, fn, ctx);

@@ -347,7 +347,7 @@ static int ses_follow(struct nupp_session *s, pid_t pid)
 		/* Read in the sampler's polls when there is one: its waits end at a fork or an
 		 * exec (else the wait would have to end every SES_FAST_MS to look). */
 		if (s->smp) {
-			e = nupp_sampler_add_ring(s->smp, bpf_map__fd(s->follow->maps.events), ses_on_follow, s);
+			e = nupp_smp_add_ring(s->smp, bpf_map__fd(s->follow->maps.events), ses_on_follow, s);
 			if (e)
 				return e;
 		} else {
