@@ -70,6 +70,6 @@ struct nupp_sampler;
 /* Reads the ring buffer map_fd in the sampler's polls too, each record handed to fn:
  * one wait for both, woken by either. 0 or -errno. */
 int nupp_smp_add_ring(struct nupp_sampler *s, int map_fd, int (*fn)(void *ctx, void *data, size_t size),
-			  void *ctx);
+		      void *ctx);
 
 #endif /* NUPP_INTERNAL_H */

@@ -563,7 +563,7 @@ static void smp_prefetch(struct nupp_sampler *s)
 }
 
 int nupp_smp_add_ring(struct nupp_sampler *s, int map_fd, int (*fn)(void *ctx, void *data, size_t size),
-			  void *ctx)
+		      void *ctx)
 {
 	int e = ring_buffer__add(s->rb, map_fd, fn, ctx);
 
