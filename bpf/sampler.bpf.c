@@ -65,8 +65,8 @@ struct nupp_smp_inflight inflight[NUPP_SMP_MAX_CPUS] __attribute__((aligned(64))
 /* Frame cache epoch: bumped by every VM opened or closed, by userspace when it adds a
  * process; part of every cache entry's tag (a prototype freed bumps pfree_gen). */
 __u64 fc_epoch = 1;
-/* Trace cache epoch: bumped by every trace stopped, freed or flushed in a target; the
- * trace cache's tag is made of both epochs (their sum grows when either does). */
+/* Trace cache epoch: bumped by every trace a target makes (luajit:trace_stop); the trace
+ * cache's tag is made of both epochs (their sum grows when either does). */
 __u64 tc_epoch = 0;
 /* Outcomes of luajit:trace_stop (enum nupp_smp_tcopy): copies sent, and why not. */
 __u64 tcopy[NUPP_SMP_TC_N] = {};

@@ -101,9 +101,10 @@
 
 /* The trace cache: what nupp_walk_trace found for a trace number of a VM (its GCtrace,
  * machine code and size), kept across walks. The includer's tag (tc_tag, 0 = no cache)
- * names the process and a count that every change of a VM's trace array (a trace
- * stopped, freed or flushed: luajit:trace_stop, trace_free, trace_flush) and every VM
- * lifetime event bumps; an entry with another tag is never used. */
+ * names the process and a count that every trace made (luajit:trace_stop: the only way a
+ * trace number or address gets another trace; a freed trace's number runs nothing
+ * until then) and every VM lifetime event bumps; an entry with another tag is never
+ * used. */
 #ifndef NUPP_WALK_TC
 #define NUPP_WALK_TC 64 /* entries, direct-mapped by trace number (power of two) */
 #endif

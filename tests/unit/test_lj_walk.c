@@ -572,8 +572,8 @@ START_TEST(walk_trace_caches_give_the_same_stack_with_fewer_reads)
 		ck_assert_uint_eq(w.fc_hits, 3);
 		ck_assert_int_eq(reads, 3); /* VM state, stack window, the start frame's GCfunc */
 
-		/* trace 3 is freed and another trace takes its number: luajit:trace_free and
-		 * trace_stop bumped the epoch, so the new trace is read */
+		/* trace 3 is freed and another trace takes its number: its luajit:trace_stop
+		 * bumped the epoch, so the new trace is read */
 		T2 = alloc_obj(lo->T_size);
 		put64(arr + 8 * 3, T2);
 		put64(T2 + lo->T_mcode, mcode + 0x1000);
