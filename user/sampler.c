@@ -536,8 +536,6 @@ int nupp_sampler_pause(struct nupp_sampler *s, bool paused)
 	return 0;
 }
 
-/* Services ring buffers (VM, trace and prototype lifetime events) for up to timeout_ms,
- * at most SMP_POLL_EVENTS events. */
 /* Reads the prototypes born since the last poll while they live, SMP_PREFETCH_RATE a
  * second at most (a target that makes prototypes without pause has most of them read
  * when a sample needs them). */
@@ -570,6 +568,8 @@ int nupp_smp_add_ring(struct nupp_sampler *s, int map_fd, int (*fn)(void *ctx, v
 	return e ? nupp_fail(e, "cannot read a ring buffer with the sampler's: %s", strerror(-e)) : 0;
 }
 
+/* Services ring buffers (VM, trace and prototype lifetime events) for up to timeout_ms,
+ * at most SMP_POLL_EVENTS events. */
 int nupp_sampler_poll(struct nupp_sampler *s, int timeout_ms)
 {
 	int n;

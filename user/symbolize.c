@@ -300,7 +300,7 @@ void nupp_sym_set_vms(struct nupp_sym *s, const __u64 *g, int n)
  * under it (marked & otherwhite, lj_gc.h isdead). (A VM that stops allocating can stay
  * in a sweep phase for good: the second test keeps its live code nameable.) Outside the
  * sweep, an unreachable prototype's strings are intact, and once swept its free event
- * follows. */
+ * follows. pt 0 (the strings of several prototypes): every VM outside the sweep. */
 static bool sym_gc_quiet(struct nupp_sym *s, __u64 pt)
 {
 	const struct nupp_lj_layout *lo = &s->lo;
@@ -315,7 +315,7 @@ static bool sym_gc_quiet(struct nupp_sym *s, __u64 pt)
 			return false;
 		if (st != lo->gcs_sweepstring && st != lo->gcs_sweep)
 			continue;
-		if (s->read(s->read_ctx, s->vms[i] + lo->g_gc_currentwhite, &white, 1) ||
+		if (!pt || s->read(s->read_ctx, s->vms[i] + lo->g_gc_currentwhite, &white, 1) ||
 		    s->read(s->read_ctx, pt + lo->gch_marked, &marked, 1))
 			return false;
 		if (marked & (white ^ lo->gc_whites) & lo->gc_whites)
@@ -445,6 +445,26 @@ static bool sym_fp_eq(const struct sym_proto *p, const struct nupp_smp_frame *f)
 
 static int sym_kstr_load(struct nupp_sym *s, struct sym_proto *p);
 
+/* Whether a prototype's copy mem holds this fingerprint (chunk name, first line,
+ * bytecode size): a freed and reused address does not. */
+static bool sym_mem_fp_eq(const struct nupp_lj_layout *lo, const unsigned char *mem, __u64 chunk,
+			  __s32 firstline, __u32 sizebc)
+{
+	return *(const __u64 *)(mem + lo->pt_chunkname) == chunk &&
+	       *(const __s32 *)(mem + lo->pt_firstline) == firstline && *(const __u32 *)(mem + lo->pt_sizebc) == sizebc;
+}
+
+/* Makes mem (size bytes, just read from the target) p's copy. */
+static void sym_proto_take_live(struct nupp_sym *s, struct sym_proto *p, unsigned char *mem, __u32 size)
+{
+	sym_memo_clear(p);
+	free(p->mem);
+	p->mem = mem;
+	p->mem_live = true;
+	p->size = size;
+	p->live_drain = s->drain;
+}
+
 /* Copies p's allocation from the target (it must be alive), checked against f. */
 static int sym_proto_read(struct nupp_sym *s, struct sym_proto *p, const struct nupp_smp_frame *f)
 {
@@ -463,20 +483,13 @@ static int sym_proto_read(struct nupp_sym *s, struct sym_proto *p, const struct 
 		return -ENOMEM;
 	err = s->read(s->read_ctx, f->ptr, mem, sizept);
 	/* The fingerprint must match the memory now: a freed and reused address is refused. */
-	if (!err && (*(__u64 *)(mem + lo->pt_chunkname) != f->chunkname ||
-		     *(__s32 *)(mem + lo->pt_firstline) != f->firstline ||
-		     *(__u32 *)(mem + lo->pt_sizebc) != f->sizebc))
+	if (!err && !sym_mem_fp_eq(lo, mem, f->chunkname, f->firstline, f->sizebc))
 		err = -ESTALE;
 	if (err) {
 		free(mem);
 		return err;
 	}
-	sym_memo_clear(p);
-	free(p->mem);
-	p->mem = mem;
-	p->mem_live = true;
-	p->size = sizept;
-	p->live_drain = s->drain;
+	sym_proto_take_live(s, p, mem, sizept);
 	/* Its string constants with it, while it lives: the names of its call sites may be
 	 * needed only after the process is gone (its last samples). Not read now (the GC
 	 * sweeps): when first needed. */
@@ -988,26 +1001,19 @@ static int sym_kstr_add(struct nupp_sym *s, struct sym_proto *p, __u32 idx, cons
 	return 0;
 }
 
-/* Whether no VM of the process sweeps (its strings are then intact: sym_gc_quiet). */
-static bool sym_gc_idle(struct nupp_sym *s)
+/* Collectable constants of p's copy read at once by sym_kstr_load_many (the first
+ * SYM_KSTR_BULK). */
+static __u32 sym_nkgc(const struct sym_proto *p)
 {
-	int i;
+	__u32 nk;
 
-	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
-		__u8 st = 0;
-
-		if (!s->vms[i])
-			continue;
-		if (s->read(s->read_ctx, s->vms[i] + s->lo.g_gc_state, &st, 1) || st == s->lo.gcs_sweepstring ||
-		    st == s->lo.gcs_sweep)
-			return false;
-	}
-	return true;
+	memcpy(&nk, p->mem + offsetof(GCproto, sizekgc), sizeof(nk));
+	return nk < SYM_KSTR_BULK ? nk : SYM_KSTR_BULK;
 }
 
 /* Reads the string constants of the prototypes ps[n] (alive, their copies read) in one
- * vectored read, proven like a live string: for one prototype, sym_gc_quiet before and
- * after; for several, no VM sweeping (sym_gc_idle) before and after. Each range is a
+ * vectored read, proven like a live string (sym_gc_quiet before and after: of the one
+ * prototype, or for several, no VM sweeping). Each range is a
  * constant's GCstr header and the first SYM_KSTR_HEAD bytes of its text; a constant that
  * is no string, or longer, or in a range not read is left to sym_kstr's read of one.
  * The prototypes whose ranges fit in one read get kstr_bulk. 0, -EAGAIN (the GC sweeps:
@@ -1020,13 +1026,10 @@ static int sym_kstr_load_many(struct nupp_sym *s, struct sym_proto **ps, int n)
 	__u32 *idx = NULL;
 	int *of = NULL, j, done = 0, got, err = 0;
 	unsigned char *bytes = NULL;
+	__u64 quiet_pt = n == 1 ? ps[0]->pt : 0;
 
-	for (j = 0; j < n; j++) {
-		__u32 nk = 0;
-
-		memcpy(&nk, ps[j]->mem + offsetof(GCproto, sizekgc), sizeof(nk));
-		cap += nk < SYM_KSTR_BULK ? nk : SYM_KSTR_BULK;
-	}
+	for (j = 0; j < n; j++)
+		cap += sym_nkgc(ps[j]);
 	if (cap > SYM_PREFETCH_SEGS)
 		cap = SYM_PREFETCH_SEGS;
 	if (cap) {
@@ -1043,11 +1046,9 @@ static int sym_kstr_load_many(struct nupp_sym *s, struct sym_proto **ps, int n)
 	for (j = 0; j < n; j++) {
 		struct sym_proto *p = ps[j];
 		__u64 k = sym_u64(p, offsetof(GCproto, k));
-		__u32 nk = 0, m;
+		__u32 m = sym_nkgc(p);
 		const unsigned char *at;
 
-		memcpy(&nk, p->mem + offsetof(GCproto, sizekgc), sizeof(nk));
-		m = nk < SYM_KSTR_BULK ? nk : SYM_KSTR_BULK;
 		if (!k || !m || !(at = sym_at(p, k - 8ull * m, 8ull * m)))
 			goto whole;
 		if (nseg + m > cap)
@@ -1068,7 +1069,7 @@ static int sym_kstr_load_many(struct nupp_sym *s, struct sym_proto **ps, int n)
 whole:
 		done = j + 1;
 	}
-	if (!(n == 1 ? sym_gc_quiet(s, ps[0]->pt) : sym_gc_idle(s))) {
+	if (!sym_gc_quiet(s, quiet_pt)) {
 		err = -EAGAIN;
 		goto out;
 	}
@@ -1077,7 +1078,7 @@ whole:
 		err = got;
 		goto out;
 	}
-	if (!(n == 1 ? sym_gc_quiet(s, ps[0]->pt) : sym_gc_idle(s))) {
+	if (!sym_gc_quiet(s, quiet_pt)) {
 		err = -EAGAIN;
 		goto out;
 	}
@@ -1160,17 +1161,12 @@ int nupp_sym_prefetch(struct nupp_sym *s, int max)
 		struct sym_proto *p = ps[i];
 		unsigned char *mem = seg[i].buf;
 
-		/* Read whole, and still the prototype born (a freed and reused address is not). */
-		if (i >= got || *(__u64 *)(mem + lo->pt_chunkname) != p->chunk ||
-		    *(__s32 *)(mem + lo->pt_firstline) != p->firstline || *(__u32 *)(mem + lo->pt_sizebc) != p->sizebc) {
+		/* Read whole, and still the prototype born. */
+		if (i >= got || !sym_mem_fp_eq(lo, mem, p->chunk, p->firstline, p->sizebc)) {
 			free(mem);
 			continue;
 		}
-		sym_memo_clear(p);
-		p->mem = mem;
-		p->mem_live = true;
-		p->size = (__u32)seg[i].len;
-		p->live_drain = s->drain;
+		sym_proto_take_live(s, p, mem, (__u32)seg[i].len);
 		ps[k++] = p;
 	}
 	if (k)
@@ -1183,48 +1179,48 @@ out:
 	return k;
 }
 
+/* String constant idx of p as it was read, or NULL. */
+static const char *sym_kstr_find(const struct sym_proto *p, __u32 idx)
+{
+	int i;
+
+	for (i = 0; i < p->nkstr; i++)
+		if (p->kstr[i].idx == idx)
+			return p->kstr[i].str;
+	return NULL;
+}
+
 /* Collectable constant idx (negative) of the proto, a GCstr*, read as a string. */
 static int sym_kstr(struct nupp_sym *s, struct sym_proto *p, __u32 idx, char *buf, size_t size)
 {
 	__u64 k = sym_u64(p, offsetof(GCproto, k)), str;
 	const unsigned char *at = sym_at(p, k - 8ull * (idx + 1), 8);
-	struct sym_kstr_entry *e;
-	int i, err;
+	const char *kept;
+	int err;
 
 	if (!k || !at)
 		return -EINVAL;
-	for (i = 0; i < p->nkstr; i++)
-		if (p->kstr[i].idx == idx) {
-			snprintf(buf, size, "%s", p->kstr[i].str);
-			return 0;
-		}
+	kept = sym_kstr_find(p, idx);
 	/* A freed prototype's constants may be freed too (the GC sweeps strings first). */
-	if (p->hi != SYM_ALIVE) {
+	if (!kept && p->hi != SYM_ALIVE) {
 		s->refused = true;
 		return -ESTALE;
 	}
 	/* The first one needed: all of them at once, in one read (a program's last samples
 	 * are named after it exits, from what was read before). */
-	if (!p->kstr_bulk && sym_kstr_load(s, p) == 0)
-		for (i = 0; i < p->nkstr; i++)
-			if (p->kstr[i].idx == idx) {
-				snprintf(buf, size, "%s", p->kstr[i].str);
-				return 0;
-			}
+	if (!kept && !p->kstr_bulk && sym_kstr_load(s, p) == 0)
+		kept = sym_kstr_find(p, idx);
+	if (kept) {
+		snprintf(buf, size, "%s", kept);
+		return 0;
+	}
 	memcpy(&str, at, 8);
 	err = sym_read_live_str(s, p->pt, str & s->lo.gcvmask, buf, size);
 	if (err)
 		return err;
-	/* Kept for the day it is freed (lua_close frees every prototype, before strings). */
-	e = realloc(p->kstr, (p->nkstr + 1) * sizeof(*e));
-	if (e) {
-		p->kstr = e;
-		e[p->nkstr].idx = idx;
-		e[p->nkstr].drain = s->drain;
-		e[p->nkstr].str = strdup(buf);
-		if (e[p->nkstr].str)
-			p->nkstr++;
-	}
+	/* Kept for the day it is freed (lua_close frees every prototype, before strings);
+	 * a failed allocation only costs that. */
+	sym_kstr_add(s, p, idx, buf, strlen(buf));
 	p->live_drain = s->drain;
 	return 0;
 }
@@ -1584,6 +1580,19 @@ static const char *sym_fmemo_use(struct nupp_sym *s, const struct sym_proto *p, 
 	return m->name;
 }
 
+/* The frame name just made in s->namebuf by p: recorded in the table, memoised under
+ * (kind, cp, pos) when keep, given to the caller; 0. */
+static int sym_fmemo_made(struct nupp_sym *s, struct sym_proto *p, int kind, const struct sym_proto *cp,
+			  __s32 pos, bool keep, const char **out, size_t *len)
+{
+	sym_record(s, p, s->namebuf);
+	if (keep)
+		sym_fmemo_add(s, p, kind, cp, pos, s->namebuf);
+	*out = s->namebuf;
+	*len = strlen(s->namebuf);
+	return 0;
+}
+
 /* Names one Lua frame (f->kind NUPP_SMP_LUA) given its caller (NULL if none): *out
  * points at the name (made in s->namebuf, or memoised), *len is its length; 0 or
  * -errno. Names are made whole (cut at SYM_NAME_MAX), whoever asks. */
@@ -1614,11 +1623,7 @@ static int sym_lua_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, con
 			sym_join(buf, size, p->module, 0, NULL);
 		else
 			sym_join_line(buf, size, p->module, sym_line(s, p, f->pos));
-		sym_record(s, p, buf);
-		sym_fmemo_add(s, p, SYM_FMEMO_LINE, NULL, f->pos, buf);
-		*out = buf;
-		*len = strlen(buf);
-		return 0;
+		return sym_fmemo_made(s, p, SYM_FMEMO_LINE, NULL, f->pos, true, out, len);
 	}
 	/* Named by the caller's bytecode when called from Lua or as a metamethod. */
 	if (caller && caller->kind == NUPP_SMP_LUA && caller->pos >= 0 &&
@@ -1639,14 +1644,10 @@ static int sym_lua_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, con
 				sym_join(buf, size, name, 0, NULL);
 			else
 				sym_join(buf, size, p->module, ':', name);
-			sym_record(s, p, buf);
 			/* Only a name from the caller's copy and kept constants is kept: one
 			 * that needed a string not proven yet is made again. */
-			if (!s->refused && !s->gc_busy)
-				sym_fmemo_add(s, p, SYM_FMEMO_CALLER, cp, caller->pos, buf);
-			*out = buf;
-			*len = strlen(buf);
-			return 0;
+			return sym_fmemo_made(s, p, SYM_FMEMO_CALLER, cp, caller->pos, !s->refused && !s->gc_busy, out,
+					      len);
 		}
 		/* No name from the caller (maybe not yet: a string not readable now): its
 		 * fallback below is not memoised under this caller. */
@@ -1666,11 +1667,7 @@ static int sym_lua_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, con
 		sym_join(buf, size, p->module, 0, NULL);
 	else
 		sym_join_line(buf, size, p->module, p->firstline);
-	sym_record(s, p, buf);
-	sym_fmemo_add(s, p, SYM_FMEMO_OWN, NULL, 0, buf);
-	*out = buf;
-	*len = strlen(buf);
-	return 0;
+	return sym_fmemo_made(s, p, SYM_FMEMO_OWN, NULL, 0, true, out, len);
 }
 
 /* Names one frame given its caller (NULL if none): *out points at the name (held by
