@@ -31,7 +31,8 @@ losses() {
 }
 
 # Every frame under the program's main chunk is one of its call graph's (known by
-# construction: the loop, drive(), the generated functions, the builtins it calls), and
+# construction: the loop, drive(), the generated functions, every builtin the main chunk
+# calls, from jit.opt.start and tonumber before the loop to print after it), and
 # traces name their samples: a trace named from another incarnation's copy (its number
 # and address reused after a flush) would show a frame the program never ran there.
 # Prints "MAIN COMPILED BAD" (samples under the main chunk, compiled ones, misnamed).
@@ -40,7 +41,8 @@ frames() {
   python3 - "$1" "${2:-}" <<'PY'
 import json, re, sys
 more = "|" + sys.argv[2] if sys.argv[2] else ""
-ok = re.compile(r"^(flush\.lua:(0|drive)|gen[0-9]+:(f|0)|load|os\.clock|jit\.flush|string\.format|assert|print" + more + r")$")
+ok = re.compile(r"^(flush\.lua:(0|drive)|gen[0-9]+:(f|0)|jit\.opt\.start|tonumber|os\.clock|load|assert|"
+                r"string\.format|jit\.flush|io\.method\.write|print" + more + r")$")
 main = comp = bad = 0
 for r in json.load(open(sys.argv[1]))["samples"]:
     fr = r["stack"].split(";")
