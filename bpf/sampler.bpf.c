@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The sampler channel: CPU-clock perf_event samples of LuaJIT stacks and VM states,
- * aggregated in the kernel per (tgid, thread, zone, stack); VM and trace lifetime from USDT. */
+ * aggregated in the kernel per (tgid, thread, zone, stack); VM and prototype lifetime from
+ * USDT; each trace copied at its first sample. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -65,11 +66,9 @@ struct nupp_smp_inflight inflight[NUPP_SMP_MAX_CPUS] __attribute__((aligned(64))
 /* Frame cache epoch: bumped by every VM opened or closed, by userspace when it adds a
  * process; part of every cache entry's tag (a prototype freed bumps pfree_gen). */
 __u64 fc_epoch = 1;
-/* Trace cache epoch: bumped by every trace a target makes (luajit:trace_stop); the trace
- * cache's tag is made of both epochs (their sum grows when either does). */
-__u64 tc_epoch = 0;
-/* Outcomes of luajit:trace_stop (enum nupp_smp_tcopy): copies sent, and why not. */
+/* Outcomes of the trace copies made at a trace's first sample (enum nupp_smp_tcopy). */
 __u64 tcopy[NUPP_SMP_TC_N] = {};
+_Static_assert((NUPP_SMP_TC_N & (NUPP_SMP_TC_N - 1)) == 0, "tcopy[] is indexed by a mask");
 
 /* -- Maps (sizes set at run time by user/sampler.c) ------------------------------ */
 
@@ -181,6 +180,24 @@ struct {
 	__type(key, __u32);
 	__type(value, __u64);
 } lost_where SEC(".maps");
+
+/* Traces copied at a sample (smp_trace_seen): one copy per incarnation of a trace, by
+ * whichever CPU samples it first; the least recently used are forgotten (a trace sampled
+ * again after that is copied again, which userspace takes as the same). */
+struct smp_tcopied_key {
+	__u64 T;      /* GCtrace* */
+	__u32 tgid;
+	__u32 serial; /* its serial: another trace at T has another */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_LRU_HASH);
+	__uint(max_entries, 65536);
+	__type(key, struct smp_tcopied_key);
+	__type(value, __u32);
+} tcopied SEC(".maps");
+
+__noinline int smp_trace_copy_send(__u32 tgid, __u64 pgen);
 
 /* -- Sampling ------------------------------------------------------------------- */
 
@@ -396,6 +413,32 @@ __noinline __u32 smp_pick_vm(struct nupp_smp_proc *p, struct nupp_walk_regs *r, 
 	return NUPP_SMP_MAX_VMS;
 }
 
+/* Notes that this CPU's sample ran in the trace of its walk (scratch s), and copies the
+ * trace when no CPU did yet for this incarnation (smp_trace_copy_send). */
+static __always_inline void smp_trace_seen(struct smp_scratch *s, __u32 tgid, __u64 pgen)
+{
+	struct nupp_walk_tc *c = &s->w.tc[s->w.tc_slot & (NUPP_WALK_TC - 1)];
+	struct smp_tcopied_key k = {};
+	__u32 why, one = 1;
+
+	if (c->T != s->w.st.trace || c->serial != s->w.st.tserial || c->seen)
+		return;
+	k.T = s->w.st.trace;
+	k.tgid = tgid;
+	k.serial = s->w.st.tserial;
+	if (!bpf_map_lookup_elem(&tcopied, &k)) {
+		why = (__u32)smp_trace_copy_send(tgid, pgen);
+		if (why >= NUPP_SMP_TC_N)
+			why = NUPP_SMP_TC_SHAPE;
+		__sync_fetch_and_add(&tcopy[why & (NUPP_SMP_TC_N - 1)], 1);
+		/* A full ring buffer: the next sample tries again. */
+		if (why == NUPP_SMP_TC_RINGFULL)
+			return;
+		bpf_map_update_elem(&tcopied, &k, &one, BPF_ANY);
+	}
+	c->seen = 1;
+}
+
 /* One sample of a target's thread, counted into buffer buf: its Lua stack when it runs a
  * VM, else host code. */
 static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32 tid, __u32 buf)
@@ -453,8 +496,8 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	/* Frees happen on the VM's thread, not during this sample: entries filled (or
 	 * checked) at this count of prototype frees name no prototype freed since. */
 	s->w.fc_pg = pfrees;
-	/* The trace lifetime probes are attached with luajit:proto_free (fc_ok). */
-	s->w.tc_tag = ((fc_epoch + tc_epoch) << 22) | (tgid & 0x3fffff);
+	/* Trace cache entries hold the VM's newest trace serial (include/nupp/walk.h). */
+	s->w.tc_tag = (fc_epoch << 22) | (tgid & 0x3fffff);
 	if (time_stats)
 		t0 = bpf_ktime_get_ns();
 	vmstate = smp_walk(s, &r, g);
@@ -491,7 +534,13 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	 * first, stored with the stack, names them all; a prototype freed elsewhere starts
 	 * no new stack. */
 	s->w.st.pgen = pgen;
-	key.stack = (nupp_walk_key(&s->w, s->w.tc_tag) & ~NUPP_SMP_STACK_BUF) | (buf ? NUPP_SMP_STACK_BUF : 0);
+	/* A trace stack's hash holds the trace's serial: each incarnation is counted apart. */
+	key.stack = (nupp_walk_key(&s->w, 0) & ~NUPP_SMP_STACK_BUF) | (buf ? NUPP_SMP_STACK_BUF : 0);
+	/* The first sample of a trace copies it, alive now, for userspace to name its
+	 * samples by (once per incarnation: the trace cache entry remembers it, and the
+	 * tcopied map across CPUs). */
+	if ((s->w.st.flags & NUPP_SMP_F_MCODE) && s->w.st.tserial)
+		smp_trace_seen(s, tgid, pgen);
 	state = nupp_walk_state(&s->lo, vmstate);
 	/* A counted stack was stored before its count was created: one lookup in the
 	 * common case. A new one is stored first, with BPF_NOEXIST: a stack stored already
@@ -556,7 +605,7 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-/* -- VM and trace lifetime (USDT) ------------------------------------------------ */
+/* -- VM lifetime (USDT) ---------------------------------------------------------- */
 
 /* Sends a lifetime event to userspace, waking the reader as wake says (ringbuf flags). */
 static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, __u64 mcode, __u32 traceno,
@@ -577,15 +626,8 @@ static __always_inline void smp_event(__u32 kind, __u32 tgid, __u64 g, __u64 T, 
 	ev->trace = T;
 	ev->mcode = mcode;
 	ev->traceno = traceno;
-	ev->pad = 0;
+	ev->serial = 0;
 	bpf_ringbuf_submit(ev, wake);
-}
-
-/* A new generation for a trace just made (luajit:trace_stop); 0 while the layout is
- * unknown (no sample yet). */
-static __always_inline __u64 smp_trace_gen(struct nupp_smp_proc *p)
-{
-	return p->layout_ok ? __sync_fetch_and_add(&p->pgen, 1) + 1 : 0;
 }
 
 /* The address of the zone_tv slot of VM g (include/nupp/zone_abi.h) in the process's
@@ -633,8 +675,8 @@ int BPF_USDT(nupp_smp_vm_open, __u64 g, __u64 L, __u64 layout)
 	n = __sync_fetch_and_add(&p->nvm, 1);
 	if (n < NUPP_SMP_MAX_VMS) {
 		p->zone_addr[n & (NUPP_SMP_MAX_VMS - 1)] = zslot;
-		/* This program fires, so luajit:proto_free and the trace lifetime probes of the
-		 * same binary are attached too (nupp_sampler_watch attaches them first). */
+		/* This program fires, so luajit:proto_free of the same binary is attached too
+		 * (nupp_sampler_watch attaches it first). */
 		p->fc_ok[n & (NUPP_SMP_MAX_VMS - 1)] = 1;
 		p->g[n & (NUPP_SMP_MAX_VMS - 1)] = g;
 	} else {
@@ -911,11 +953,11 @@ lost:
 	return 0;
 }
 
-/* -- Trace copies (luajit:trace_stop) ---------------------------------------------- */
+/* -- Trace copies (at a trace's first sample) --------------------------------------- */
 
 #define SMP_FN_SLOTS (2 * NUPP_SMP_TRACE_FNS) /* hash of fn[]: never more than half full */
 
-/* Per-CPU scratch of a trace_stop event: the event as sent, the function table, and what
+/* Per-CPU scratch of a trace copy: the event as sent, the function table, and what
  * the scan of its snapshot map needs (layout values, offsets of the trace's arrays). */
 struct smp_trace_buf {
 	struct nupp_smp_trace_event ev;
@@ -943,7 +985,7 @@ struct {
 	__type(value, struct smp_trace_buf);
 } trace_buf SEC(".maps");
 
-/* A prototype's fingerprint as a trace_stop read it (per CPU, direct-mapped by its
+/* A prototype's fingerprint as a trace copy read it (per CPU, direct-mapped by its
  * address): the functions of a program's traces are the same few hundred, and a
  * prototype's fields never change while it lives. An entry names pt only for the
  * process and VM epoch of tag and while the process has freed no prototype since
@@ -1233,66 +1275,63 @@ static __always_inline __u32 smp_trace_copy(struct smp_trace_buf *b, const struc
 	return why;
 }
 
-/* luajit:trace_stop(g, traceno, T, loc, link, linktype): a new trace, sent with a copy
- * of what names its samples; the trace array changes (the samplers' trace caches forget
- * it). The trace takes a generation of its own: every sample of it is of that generation
- * or later, every sample of the incarnation it replaces (the trace its number or its
- * address last named: freed before this one was made) of an earlier one, so userspace
- * ends that entry there and needs no trace_free or trace_flush probe (a trap each, as
- * many as trace_stop). A copy that cannot be sent (ring buffer full) is sent without
- * the copy (userspace reads the trace from the target while it lives); an event not
- * sent at all is a lost generation (nlost). Sent without waking the reader (a target
- * that compiles without pause makes thousands a second), unless 1 MB waits unread. */
-SEC("usdt")
-int BPF_USDT(nupp_smp_trace_stop, __u64 g, __u32 traceno, __u64 T)
+/* Copies the trace of this CPU's walk (its scratch: the trace T, number and serial, of VM
+ * g in process tgid, alive: the sampled thread runs it), names the functions of its
+ * frames, and sends it as a TRACE_COPY event with pgen, the process's prototype
+ * generation of the sample. Returns the outcome (enum nupp_smp_tcopy). A copy that is not
+ * whole is not sent: userspace reads the trace from the target when it names the sample,
+ * if it still lives. Sent without waking the reader unless 1 MB waits unread. A global
+ * function: verified once, on its own. */
+__noinline int smp_trace_copy_send(__u32 tgid, __u64 pgen)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, size, why, nfn;
+	__u32 zero = 0, size, why, nfn, root = 0, traceno, serial;
+	struct smp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	struct smp_trace_buf *b = bpf_map_lookup_elem(&trace_buf, &zero);
 	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
-	struct smp_trace_buf *b;
+	__u64 arr = 0, R = 0, g, T;
 
-	if (!p)
-		return 0;
-	__sync_fetch_and_add(&tc_epoch, 1);
-	b = bpf_map_lookup_elem(&trace_buf, &zero);
-	if (!b || !p->layout_ok) {
-		/* Woken now: after prototype events sent without a wake-up, a default submit
-		 * does not wake the reader, who must read a new trace while the process lives. */
-		__sync_fetch_and_add(&tcopy[NUPP_SMP_TC_NOLAYOUT], 1);
-		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, smp_trace_gen(p), BPF_RB_FORCE_WAKEUP);
-		return 0;
-	}
-	b->ev.h.kind = NUPP_SMP_EV_TRACE_STOP;
+	if (!s || !b || !p)
+		return NUPP_SMP_TC_HDRFAULT;
+	g = s->w.g;
+	T = s->w.st.trace;
+	traceno = s->w.st.traceno;
+	serial = s->w.st.tserial;
+	b->ev.h.kind = NUPP_SMP_EV_TRACE_COPY;
 	b->ev.h.tgid = tgid;
 	b->ev.h.g = g;
 	b->ev.h.trace = T;
 	b->ev.h.mcode = 0;
 	b->ev.h.traceno = traceno;
-	b->ev.h.pad = 0;
-	b->ev.h.pgen = smp_trace_gen(p);
+	b->ev.h.serial = serial;
+	b->ev.h.pgen = pgen;
 	b->ev.size = 0;
 	b->ev.nfn = 0;
-	/* Prototype frees run on the VM's thread, not during this probe: an entry of
+	b->ev.start0 = 0;
+	/* Prototype frees run on the VM's thread, not during this sample: an entry of
 	 * trace_ptc filled at this count names no prototype freed since. */
 	b->ptc_tag = (fc_epoch << 22) | (tgid & 0x3fffff);
 	b->ptc_pfrees = *(volatile __u64 *)&p->pfrees;
-	why = smp_trace_copy(b, &p->lo, T);
+	why = smp_trace_copy(b, &s->lo, T);
 	size = b->ev.size; /* 0 unless copied whole */
-	if (size > NUPP_SMP_TRACE_MAX)
-		size = 0;
-	/* The function table after the trace (only with the trace: then all of them, so nfn
-	 * <= NUPP_SMP_TRACE_FNS; tested again as the bound of the read below). */
+	if (!size || size > NUPP_SMP_TRACE_MAX)
+		return why;
+	/* A side trace starts in its root's start frame: the root (alive while its side
+	 * traces are) names that frame's prototype. */
+	root = (__u32)smp_tb_get(b->ev.data, s->lo.T_root, 512, 2);
+	if (root && !bpf_probe_read_user(&arr, 8, (const void *)(g + (__s64)s->lo.gg_g2j + s->lo.J_trace)) && arr &&
+	    !bpf_probe_read_user(&R, 8, (const void *)(arr + 8ull * root)) && R)
+		bpf_probe_read_user(&b->ev.start0, 8, (const void *)(R + s->lo.T_startpt));
+	/* The function table after the trace (all of them: nfn <= NUPP_SMP_TRACE_FNS;
+	 * tested again as the bound of the read below). */
 	nfn = b->ev.nfn;
-	if (size && nfn <= NUPP_SMP_TRACE_FNS) {
+	if (nfn <= NUPP_SMP_TRACE_FNS) {
 		size = NUPP_SMP_TRACE_FN_OFS(size);
 		if (size > NUPP_SMP_TRACE_MAX)
 			size = NUPP_SMP_TRACE_MAX;
 		bpf_probe_read_kernel(b->ev.data + size, nfn * sizeof(struct nupp_smp_trace_fn), b->fn);
 		size += nfn * sizeof(struct nupp_smp_trace_fn);
 	}
-	if (bpf_ringbuf_output(&events, b, offsetof(struct nupp_smp_trace_event, data) + size, smp_proto_wakeup())) {
-		why = NUPP_SMP_TC_RINGFULL;
-		smp_event(NUPP_SMP_EV_TRACE_STOP, tgid, g, T, 0, traceno, p, b->ev.h.pgen, smp_proto_wakeup());
-	}
-	__sync_fetch_and_add(&tcopy[why < NUPP_SMP_TC_N ? why : NUPP_SMP_TC_SHAPE], 1);
-	return 0;
+	if (bpf_ringbuf_output(&events, b, offsetof(struct nupp_smp_trace_event, data) + size, smp_proto_wakeup()))
+		return NUPP_SMP_TC_RINGFULL;
+	return why;
 }

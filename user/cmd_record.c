@@ -604,15 +604,15 @@ static void record_summary(const struct record_opts *o, const struct nupp_sample
 				o->outputs[i]);
 }
 
-/* Prints what became of the traces the target stopped: copied whole by BPF (named from
- * the copy), or why not (then read from the target). */
+/* Prints what became of the traces sampled: copied whole by BPF at their first sample
+ * (named from the copy), or why not (then read from the target). */
 static void record_trace_copies(struct nupp_sampler *smp)
 {
 	__u64 tc[NUPP_SMP_TC_N];
 	int i;
 
 	nupp_sampler_trace_copies(smp, tc, NUPP_SMP_TC_N);
-	fprintf(stderr, "nupp-bpf: traces stopped: %llu copied by bpf; not copied:", (unsigned long long)tc[0]);
+	fprintf(stderr, "nupp-bpf: traces sampled: %llu copied by bpf; not copied:", (unsigned long long)tc[0]);
 	for (i = 1; i < NUPP_SMP_TC_N; i++)
 		fprintf(stderr, " %s %llu", nupp_sampler_tcopy_name(i), (unsigned long long)tc[i]);
 	fprintf(stderr, "\n");
@@ -641,11 +641,10 @@ static void record_walk_stats(struct nupp_sampler *smp)
 /* Prints the kernel cost of the BPF programs (needs kernel.bpf_stats_enabled=1). */
 static void record_stats(struct nupp_sampler *smp, struct nupp_trace *tr)
 {
-	__u64 ns = 0, cnt = 0, tns = 0, tcnt = 0, pns = 0, pcnt = 0, lns = 0, lcnt = 0;
+	__u64 ns = 0, cnt = 0, tns = 0, tcnt = 0, pns = 0, pcnt = 0;
 
 	nupp_sampler_stats(smp, &ns, &cnt);
 	nupp_sampler_proto_stats(smp, &pns, &pcnt);
-	nupp_sampler_tracelife_stats(smp, &lns, &lcnt);
 	if (tr)
 		nupp_trace_stats(tr, &tns, &tcnt);
 	if (!cnt && !tcnt) {
@@ -653,12 +652,10 @@ static void record_stats(struct nupp_sampler *smp, struct nupp_trace *tr)
 		return;
 	}
 	fprintf(stderr,
-		"nupp-bpf: bpf sampler %llu runs, %.0f ns/run; trace %llu runs, %.0f ns/run; "
-		"prototype events %llu runs, %.0f ns/run; trace lifetime events (copies at trace_stop) "
-		"%llu runs, %.0f ns/run\n",
+		"nupp-bpf: bpf sampler (with trace copies) %llu runs, %.0f ns/run; trace %llu runs, %.0f ns/run; "
+		"prototype events %llu runs, %.0f ns/run\n",
 		(unsigned long long)cnt, cnt ? (double)ns / cnt : 0.0, (unsigned long long)tcnt,
-		tcnt ? (double)tns / tcnt : 0.0, (unsigned long long)pcnt, pcnt ? (double)pns / pcnt : 0.0,
-		(unsigned long long)lcnt, lcnt ? (double)lns / lcnt : 0.0);
+		tcnt ? (double)tns / tcnt : 0.0, (unsigned long long)pcnt, pcnt ? (double)pns / pcnt : 0.0);
 }
 
 /* Prints the warnings of a finished session: children not followed. */

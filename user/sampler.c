@@ -25,7 +25,7 @@ _Static_assert(NUPP_SMP_LOST_NO_VM == NUPP_LOST_NO_VM && NUPP_SMP_LOST_READ_FAUL
 
 #define SMP_MAX_CPUS 1024
 #define SMP_MAX_ATTACH 32
-#define SMP_PROBES 5
+#define SMP_PROBES 4
 
 /* One target process and its per-process name caches. */
 struct smp_target {
@@ -232,20 +232,12 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 			}
 		}
 		break;
-	case NUPP_SMP_EV_TRACE_STOP:
-		/* The trace as BPF copied it (struct nupp_smp_trace_event), decoded on demand;
-		 * it ends the incarnation it replaces. It takes a generation (one not read
-		 * holds back later stacks). */
-		if (smp_target_ready(s, t)) {
-			/* A generation not recorded is a lost event: start over at the drain
-			 * (none is taken while the layout is unknown: then no sample exists). */
-			if (ev->pgen)
-				t->reset = 1;
-			break;
-		}
-		nupp_traces_add_event(t->traces, data, size);
-		if (ev->pgen)
-			nupp_sym_gen_done(t->sym, ev->pgen);
+	case NUPP_SMP_EV_TRACE_COPY:
+		/* A trace as BPF copied it at its first sample (struct nupp_smp_trace_event),
+		 * decoded when the drain names that sample. One not kept costs only a read of
+		 * the trace then, if it still lives. */
+		if (!smp_target_ready(s, t))
+			nupp_traces_add_copy(t->traces, data, size);
 		break;
 	}
 }
@@ -383,14 +375,14 @@ fail:
 /* Attaches the VM and trace lifetime probes of binary for pid (-1: every process). */
 static int smp_attach_probes(struct nupp_sampler *s, const char *binary, pid_t pid)
 {
-	/* proto_free and the trace probes before vm_open: a VM seen opening has its prototype
-	 * frees and trace changes watched, which its samples' frame and trace caches rely on
-	 * (bpf/sampler.bpf.c). */
-	static const char *const names[SMP_PROBES] = { "proto_free", "proto_new", "vm_close", "trace_stop",
-						       "vm_open" };
+	/* proto_free before vm_open: a VM seen opening has its prototype frees watched, which
+	 * its samples' frame cache relies on (bpf/sampler.bpf.c). Traces need no probe: the
+	 * first sample of each copies it, and its serial names it. */
+	static const char *const names[SMP_PROBES] = { "proto_free", "proto_new", "vm_close", "vm_open" };
 	struct bpf_program *progs[SMP_PROBES] = {
-		s->skel->progs.nupp_smp_proto_free, s->skel->progs.nupp_smp_proto_new,
-		s->skel->progs.nupp_smp_vm_close,   s->skel->progs.nupp_smp_trace_stop,
+		s->skel->progs.nupp_smp_proto_free,
+		s->skel->progs.nupp_smp_proto_new,
+		s->skel->progs.nupp_smp_vm_close,
 		s->skel->progs.nupp_smp_vm_open,
 	};
 	LIBBPF_OPTS(bpf_usdt_opts, vm_open_opts);
@@ -1213,8 +1205,6 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 			 * above the frees read: only samples of that window are given up. */
 			__u64 lo = nupp_sym_lost(t->sym, p.pgen);
 
-			if (t->traces)
-				nupp_traces_kill(t->traces, 0, lo);
 			nupp_pr(NUPP_WARN, "PID %d: %llu prototype events lost (ring buffer full): samples of "
 				"generations %llu-%llu are counted as lost (symbolize)\n",
 				(int)t->pid, (unsigned long long)(p.nlost - t->nlost), (unsigned long long)lo,
@@ -1339,7 +1329,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	}
 	for (i = 0; i < (size_t)s->ntargets; i++) {
 		if (s->targets[i].traces)
-			nupp_traces_purge(s->targets[i].traces, s->targets[i].pgen);
+			nupp_traces_purge(s->targets[i].traces, t0);
 		/* Copies of prototypes that died before the drain began name no later sample. */
 		if (s->targets[i].sym)
 			nupp_sym_purge(s->targets[i].sym, s->targets[i].pgen);
@@ -1390,15 +1380,7 @@ int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *
 	return e ? e : smp_prog_stats(s->skel->progs.nupp_smp_proto_free, run_time_ns, run_cnt);
 }
 
-/* Kernel cost so far of the trace lifetime program (luajit:trace_stop: a trace's end
- * is the next trace_stop of its number or address, which needs no probe of its own). */
-int nupp_sampler_tracelife_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt)
-{
-	*run_time_ns = *run_cnt = 0;
-	return smp_prog_stats(s->skel->progs.nupp_smp_trace_stop, run_time_ns, run_cnt);
-}
-
-/* Outcomes of luajit:trace_stop so far (the BPF tcopy[] counters). */
+/* Outcomes of the trace copies made at first samples so far (the BPF tcopy[] counters). */
 int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n)
 {
 	size_t i;
@@ -1432,7 +1414,7 @@ int nupp_sampler_walk_stats(struct nupp_sampler *s, __u64 *counts, size_t n)
 	return e;
 }
 
-/* Name of trace_stop outcome i (enum nupp_smp_tcopy), or NULL. */
+/* Name of trace copy outcome i (enum nupp_smp_tcopy), or NULL. */
 const char *nupp_sampler_tcopy_name(int i)
 {
 	static const char *const names[NUPP_SMP_TC_N] = {

@@ -79,8 +79,6 @@ void nupp_sym_reset(struct nupp_sym *s, __u64 pgen);
 __u64 nupp_sym_lost(struct nupp_sym *s, __u64 pgen);
 /* The sampler read the process's generation gen, before naming a drain's stacks. */
 void nupp_sym_gen_seen(struct nupp_sym *s, __u64 gen);
-/* A free of generation pgen that is not a prototype's (a trace's) was read. */
-void nupp_sym_gen_done(struct nupp_sym *s, __u64 pgen);
 /* Starts a drain; nupp_sym_suspect: a prototype copied from the target in this drain was
  * freed since, so the stacks named in it must be named again. */
 void nupp_sym_begin(struct nupp_sym *s);
@@ -121,20 +119,18 @@ void nupp_traces_free(struct nupp_traces *t);
  * (nupp_sym_proto_mem), which holds a prototype's copy after it died; NULL: read each
  * from the target (it must be alive). */
 void nupp_traces_set_sym(struct nupp_traces *t, struct nupp_sym *sym);
-/* Decodes (and caches) trace T now, while it is alive. 0 or -errno. */
-/* born: the prototype generation when it was made (nupp_smp_event.pgen). */
-int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born);
-/* A luajit:trace_stop event (struct nupp_smp_trace_event, size bytes), made at its own
- * generation: it ends there the incarnations it replaces (every live entry at its
- * address, the live one of its VM and number), then the trace is kept as BPF copied it
- * while alive and decoded when a sample first needs it; a trace not copied is read from
- * the target now. The same event twice changes nothing. 0 or -errno. */
-int nupp_traces_add_event(struct nupp_traces *t, const void *ev, size_t size);
-/* Marks T (or every trace if T == 0) as freed, ending generation gen: samples of
- * earlier generations still find it, until nupp_traces_purge drops it. */
-void nupp_traces_kill(struct nupp_traces *t, __u64 T, __u64 gen);
-/* Drops the entries marked freed. */
-void nupp_traces_purge(struct nupp_traces *t, __u64 gen);
+/* Decodes (and caches) incarnation serial of trace T, number traceno of VM g, now from
+ * the target: kept only if that incarnation still lived after the last read. born: the
+ * prototype generation of a sample of it (nupp_smp_stack.pgen). 0 or -errno (-ESTALE:
+ * that incarnation is gone). */
+int nupp_traces_add(struct nupp_traces *t, __u64 g, __u64 T, __u32 traceno, __u32 serial, __u64 born);
+/* A TRACE_COPY event (struct nupp_smp_trace_event, size bytes): the trace as BPF copied
+ * it at its first sample, kept and decoded when a sample first needs it. A copy of a
+ * trace already known changes nothing. 0 or -errno. */
+int nupp_traces_add_copy(struct nupp_traces *t, const void *ev, size_t size);
+/* Sets the drain clock (microseconds) and drops the entries no sample named for a while
+ * (a later sample of one reads it from the target if it lives). */
+void nupp_traces_purge(struct nupp_traces *t, __u64 now_us);
 /* Rewrites a trace sample's frames: the leaf position from the snapshot and the inlined
  * frames above the start frame. in has n frames; out has room for max; returns the new
  * count, or -errno (-ENOENT: the trace is unknown and cannot be read any more). */

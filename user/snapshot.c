@@ -19,8 +19,9 @@
 #include "lj_bc.h"
 #include "lj_ir.h"
 
-/* Traces of one process by address: thousands a second are made on a program that
- * fills the machine-code area, and a freed one stays until no later sample can see it. */
+/* Traces of one process by address: a trace is copied by BPF at its first sample and
+ * named by its address, number, machine code and serial (unique in the process); one no
+ * sample named for TR_IDLE_US is dropped (a later sample of it reads it again). */
 #define TR_BUCKET_BITS 14
 #define TR_BUCKETS (1u << TR_BUCKET_BITS)
 #define TR_MAX_SNAP 4096
@@ -28,19 +29,19 @@
 #define TR_MAX_INL 16 /* inlined frames kept per snapshot */
 #define TR_MAX_BC (1u << 20) /* instructions of a prototype we read */
 #define TR_MAX_CAND 8        /* control instructions a resume PC may belong to */
+#define TR_IDLE_US 30000000ull /* an entry no sample named for this long is dropped */
 
-/* A fact read once from the target and shared by the traces that hold it: a GCfunc's
- * frame identity, or a GCproto's header and (once a snapshot needs its bytecode) its
- * whole allocation. It is true while a live trace holds it: a trace's IR constants
- * are GC roots of their functions (lj_gc.c gc_traverse_trace), a Lua function keeps its
- * prototype, and a trace its start prototype. So an entry dies with the last live
- * trace that holds it, and its address may then hold something else. */
+/* A fact of one decode, read once: a GCfunc's frame identity, or a GCproto's header and
+ * (once a snapshot needs its bytecode) its whole allocation. It is true while the trace
+ * lives: a trace's IR constants are GC roots of their functions (lj_gc.c
+ * gc_traverse_trace), a Lua function keeps its prototype, and a trace its start
+ * prototype. A decode from a BPF copy takes the functions' identities from the copy and
+ * a prototype's allocation from the symbolizer's copy of that incarnation; a decode read
+ * from the target checks that the trace still lived when it was done. */
 struct tr_fact {
 	struct tr_fact *next;
 	__u64 addr;
 	int is_proto;
-	__u32 refs;              /* live traces holding it (shared facts) */
-	__u64 mark;              /* the decode that last took it (one hold per trace) */
 	struct nupp_smp_frame f; /* GCfunc: kind, ptr, fingerprint; GCproto: ptr, fingerprint */
 	/* GCproto only: */
 	__s32 numline;
@@ -68,19 +69,18 @@ struct tr_snap {
 	struct tr_frame fr[TR_MAX_INL];
 };
 
-#define TR_ALIVE (~0ull)
-
 /* One decoded trace. */
 struct tr_entry {
 	struct tr_entry *next, **pnext; /* in its bucket (pnext: the pointer to it there) */
-	struct tr_entry *lprev, *lnext; /* in the live list, or once freed the dead list */
+	struct tr_entry *lprev, *lnext; /* in the list of all entries */
 	__u64 T, mcode;
-	__u64 g; /* the VM whose trace it is (0: not known) */
+	__u64 g; /* the VM whose trace it is */
 	__u32 traceno, nsnap;
-	/* The prototype generations [lo, hi) whose samples saw this trace (hi = TR_ALIVE
-	 * until its free): a later trace at the same address, number and machine code
-	 * (after a flush) is another entry. */
-	__u64 lo, hi;
+	__u32 serial; /* with T, traceno and mcode: this incarnation of the trace */
+	/* The prototype generation of a sample taken while it lived: names the incarnations
+	 * of its functions' prototypes (nupp_sym_proto_mem). */
+	__u64 born;
+	__u64 used_us; /* the drain clock (nupp_traces_purge) when a sample last named it */
 	__u64 startpt;
 	/* The prototype of the start frame's function (slot 0), proven without slot 0
 	 * being a constant: a root trace starts in T->startpt's frame (lj_trace.c
@@ -90,10 +90,8 @@ struct tr_entry {
 	__u16 root;
 	__u16 *mcofs;
 	struct tr_snap *snaps;
-	struct tr_fact **held; /* shared facts this trace holds until it dies */
-	int nheld;
-	/* Not decoded yet (mcofs, snaps NULL): the copy BPF sent at its trace_stop, decoded
-	 * when a sample first needs it. */
+	/* Not decoded yet (mcofs, snaps NULL): the copy BPF sent at its first sample,
+	 * decoded when the drain names that sample. */
 	unsigned char *raw;
 	__u32 rawsize, nfn;
 	struct nupp_smp_trace_fn *fns;
@@ -105,44 +103,24 @@ struct tr_entry {
 	int failed; /* the decode failed: its samples cannot be named */
 };
 
-#define TR_FACT_BUCKETS 1024
-
-/* VMs whose trace numbers are followed (struct nupp_traces.vm). */
-#define TR_VMS 16
-
 struct nupp_traces {
 	struct nupp_lj_layout lo;
 	int ops_ok; /* our LuaJIT headers number bytecodes and IR as the target does */
 	nupp_read_fn read;
 	void *read_ctx;
 	struct tr_entry *b[TR_BUCKETS];
-	/* Every entry is in one of two lists: alive (a flush kills these, not every bucket),
-	 * or freed and waiting for its purge, in the order of the frees (a purge stops at the
-	 * first one freed after its generation). */
-	struct tr_entry *live, *dead, *dead_tail;
+	struct tr_entry *all; /* every entry, the newest first */
+	__u64 now_us;         /* the drain clock, as nupp_traces_purge last gave it */
 	/* Entries are carved from chunks of TR_ECHUNK; free ones are listed (by lnext). */
 	struct tr_entry *efree;
 	struct tr_entry **echunks;
 	size_t nechunks;
-	struct tr_fact *facts[TR_FACT_BUCKETS];
-	__u64 nfacts, ndecodes;
-	/* The live (decoded, not freed) entry of each trace number, for side traces'
-	 * roots; NULL: none. */
-	struct tr_entry **byno;
-	__u32 nbyno;
-	/* Per VM (g), its live entry of each trace number that a trace_stop event made:
-	 * the one that VM's next trace of that number ends (tr_supersede). */
-	struct {
-		__u64 g;
-		struct tr_entry **no;
-		__u32 n;
-	} vm[TR_VMS];
-	__u32 nvm; /* slots used; when all are, the next VM takes slot nvm % TR_VMS */
+	__u64 ndecodes;
 	struct nupp_sym *sym; /* prototypes' copies, or NULL (nupp_traces_set_sym) */
-	/* Entry allocations freed, kept for the next trace_stop events (a target that
-	 * compiles without pause sends thousands a second, and a flush frees as many at
-	 * once): per power-of-two size class, up to TR_POOL_KEEP bytes of them (their
-	 * addresses kept here: taking one does not touch its cold memory). */
+	/* Copy blocks freed, kept for the next copies (a target that compiles without pause
+	 * has thousands of traces sampled a second): per power-of-two size class, up to
+	 * TR_POOL_KEEP bytes of them (their addresses kept here: taking one does not touch
+	 * its cold memory). */
 	struct {
 		void **free;
 		__u32 n;
@@ -192,45 +170,13 @@ struct nupp_traces *nupp_traces_new(const struct nupp_lj_layout *lo, nupp_read_f
 	return t;
 }
 
-/* -- Facts of GCfuncs and GCprotos, shared by the traces that hold them ---------- */
-
-/* Bucket of a fact address. */
-static unsigned tr_fact_bucket(__u64 a)
-{
-	return (unsigned)((a >> 3) * 0x9e3779b97f4a7c15ull >> 54) & (TR_FACT_BUCKETS - 1);
-}
+/* -- Facts of GCfuncs and GCprotos, read once per decode ------------------------- */
 
 /* Frees a fact. */
 static void tr_fact_free(struct tr_fact *f)
 {
 	free(f->mem);
 	free(f);
-}
-
-/* Unlinks and frees a shared fact. */
-static void tr_fact_drop(struct nupp_traces *t, struct tr_fact *f)
-{
-	struct tr_fact **pp = &t->facts[tr_fact_bucket(f->addr)];
-
-	while (*pp && *pp != f)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = f->next;
-	t->nfacts--;
-	tr_fact_free(f);
-}
-
-/* A trace dies: the facts it held die with the last live trace holding them. */
-static void tr_entry_release(struct nupp_traces *t, struct tr_entry *e)
-{
-	int i;
-
-	for (i = 0; i < e->nheld; i++)
-		if (--e->held[i]->refs == 0)
-			tr_fact_drop(t, e->held[i]);
-	free(e->held);
-	e->held = NULL;
-	e->nheld = 0;
 }
 
 /* A block of at least size bytes, from the pool when one of its class is free; *pool gets
@@ -291,10 +237,9 @@ static struct tr_entry *tr_entry_alloc(struct nupp_traces *t)
 	return e;
 }
 
-/* Frees one entry (its facts released if it is still alive). */
+/* Frees one entry. */
 static void tr_entry_free(struct nupp_traces *t, struct tr_entry *e)
 {
-	tr_entry_release(t, e);
 	free(e->mcofs);
 	free(e->snaps);
 	if (!e->inline_raw) {
@@ -321,13 +266,6 @@ void nupp_traces_free(struct nupp_traces *t)
 			t->b[i] = e->next;
 			tr_entry_free(t, e);
 		}
-	for (i = 0; i < TR_FACT_BUCKETS; i++)
-		while (t->facts[i]) {
-			struct tr_fact *f = t->facts[i];
-
-			t->facts[i] = f->next;
-			tr_fact_free(f);
-		}
 	for (i = 0; i < (int)NUPP_ARRAY_SIZE(t->pool); i++) {
 		while (t->pool[i].n)
 			free(t->pool[i].free[--t->pool[i].n]);
@@ -336,9 +274,6 @@ void nupp_traces_free(struct nupp_traces *t)
 	for (i = 0; i < (int)t->nechunks; i++)
 		free(t->echunks[i]);
 	free(t->echunks);
-	free(t->byno);
-	for (i = 0; i < TR_VMS; i++)
-		free(t->vm[i].no);
 	free(t);
 }
 
@@ -368,12 +303,7 @@ struct tr_dec {
 	const unsigned char *snaps;
 	const __u32 *map;
 	__u32 nmap;
-	/* Shared: decoded in the order of the target's events (from its trace_stop), so a
-	 * fact held by a trace not known to be freed is true. Otherwise (a trace first met
-	 * in a sample) every fact is read afresh and kept by this decode only. */
-	int shared;
-	struct tr_fact *priv;    /* the private facts */
-	int capheld;
+	struct tr_fact *priv;    /* the facts this decode read */
 	/* From a BPF copy: the functions named while the trace was alive (nfn entries). */
 	const struct nupp_smp_trace_fn *fns;
 	__u32 nfn;
@@ -455,16 +385,16 @@ static int tr_fact_read(struct nupp_traces *t, struct tr_fact *x)
 	return 0;
 }
 
-/* The fact of a GCfunc or GCproto at addr for the trace being decoded (held by it), read
- * from the target unless a live trace holds it already; NULL and *err. */
+/* The fact of a GCfunc or GCproto at addr for the trace being decoded, read from the
+ * target once per decode (a prototype named by the BPF copy is taken as the copy named
+ * it); NULL and *err. */
 static struct tr_fact *tr_fact_get(struct nupp_traces *t, struct tr_dec *d, __u64 addr, int is_proto, int *err)
 {
-	struct tr_fact **head = d->shared ? &t->facts[tr_fact_bucket(addr)] : &d->priv, *x;
 	const struct nupp_smp_trace_fn *want = NULL;
+	struct tr_fact *x;
 	__u32 i;
 
-	/* From a BPF copy: a prototype's fingerprint as it was while the trace lived; a fact
-	 * of another incarnation is not this one. */
+	/* From a BPF copy: a prototype's fingerprint as it was while the trace lived. */
 	for (i = 0; d->fns && is_proto && i < d->nfn; i++)
 		if (d->fns[i].kind == NUPP_SMP_LUA && d->fns[i].ptr == addr)
 			want = &d->fns[i];
@@ -472,17 +402,9 @@ static struct tr_fact *tr_fact_get(struct nupp_traces *t, struct tr_dec *d, __u6
 		*err = -ENOENT;
 		return NULL;
 	}
-	for (x = *head; x; x = x->next)
-		if (x->addr == addr && x->is_proto == is_proto &&
-		    (!want || (x->f.chunkname == want->chunkname && x->f.firstline == want->firstline &&
-			       x->f.sizebc == want->sizebc && x->sizept == want->sizept)))
+	for (x = d->priv; x; x = x->next)
+		if (x->addr == addr && x->is_proto == is_proto)
 			break;
-	if (!x && want && d->shared) {
-		/* Another incarnation's fact is shared: this one's is kept by this decode. */
-		head = &d->priv;
-		for (x = *head; x && x->addr != addr; x = x->next)
-			;
-	}
 	if (!x) {
 		x = calloc(1, sizeof(*x));
 		if (!x) {
@@ -508,30 +430,8 @@ static struct tr_fact *tr_fact_get(struct nupp_traces *t, struct tr_dec *d, __u6
 			tr_fact_free(x);
 			return NULL;
 		}
-		x->next = *head;
-		*head = x;
-		if (head != &d->priv)
-			t->nfacts++;
-	}
-	if (head != &d->priv && x->mark != t->ndecodes) {
-		struct tr_entry *e = d->e;
-
-		if (e->nheld == d->capheld) {
-			int cap = d->capheld ? 2 * d->capheld : 8;
-			struct tr_fact **h = realloc(e->held, (size_t)cap * sizeof(*h));
-
-			if (!h) {
-				*err = -ENOMEM;
-				if (!x->refs)
-					tr_fact_drop(t, x);
-				return NULL;
-			}
-			e->held = h;
-			d->capheld = cap;
-		}
-		e->held[e->nheld++] = x;
-		x->refs++;
-		x->mark = t->ndecodes;
+		x->next = d->priv;
+		d->priv = x;
 	}
 	*err = 0;
 	return x;
@@ -696,7 +596,7 @@ static int tr_bc_load(struct nupp_traces *t, struct tr_dec *d, __u64 pt, struct 
 		__u32 ssize = 0;
 		unsigned char *m;
 
-		err = nupp_sym_proto_mem(t->sym, &x->f, d->e->lo, &sm, &ssize);
+		err = nupp_sym_proto_mem(t->sym, &x->f, d->e->born, &sm, &ssize);
 		if (err)
 			return err;
 		if (ssize < lo->pt_size + (__u64)n * sizeof(BCIns) || ssize > x->sizept)
@@ -991,28 +891,7 @@ static void tr_list_del(struct tr_entry **head, struct tr_entry *e)
 	e->lprev = e->lnext = NULL;
 }
 
-/* Records e as the live entry of its trace number. */
-static void tr_byno_set(struct nupp_traces *t, struct tr_entry *e)
-{
-	if (e->traceno >= t->nbyno) {
-		__u32 n = t->nbyno ? t->nbyno : 256;
-		struct tr_entry **p;
-
-		while (n <= e->traceno)
-			n *= 2;
-		p = realloc(t->byno, (size_t)n * sizeof(*p));
-		if (!p)
-			return;
-		memset(p + t->nbyno, 0, (size_t)(n - t->nbyno) * sizeof(*p));
-		t->byno = p;
-		t->nbyno = n;
-	}
-	t->byno[e->traceno] = e;
-}
-
-static struct tr_entry **tr_vm_slot(struct nupp_traces *t, __u64 g, __u32 traceno, int create);
-
-/* Makes a new live entry known: its bucket, the live list, its trace number. */
+/* Makes a new entry known: its bucket and the list of all entries. */
 static void tr_insert(struct nupp_traces *t, struct tr_entry *e)
 {
 	struct tr_entry **head = &t->b[tr_bucket(e->T)];
@@ -1022,20 +901,16 @@ static void tr_insert(struct nupp_traces *t, struct tr_entry *e)
 		e->next->pnext = &e->next;
 	e->pnext = head;
 	*head = e;
-	tr_list_add(&t->live, e);
-	tr_byno_set(t, e);
-	if (e->g) {
-		struct tr_entry **slot = tr_vm_slot(t, e->g, e->traceno, 1);
-
-		if (slot)
-			*slot = e;
-	}
+	tr_list_add(&t->all, e);
+	e->used_us = t->now_us;
 }
 
-/* A new entry for trace T (header hdr) made at generation born, not decoded, with a
- * block of extra bytes (e->blk, pooled: for the copy BPF sent) unless extra is 0. */
-static struct tr_entry *tr_entry_new(struct nupp_traces *t, __u64 T, const unsigned char *hdr, __u64 born,
-				     size_t extra)
+/* A new entry for incarnation serial of trace T (header hdr), with the prototype
+ * generation born of a sample while it lived and, for a side trace, its root's start
+ * prototype start0; not decoded, with a block of extra bytes (e->blk, pooled: for the
+ * copy BPF sent) unless extra is 0. */
+static struct tr_entry *tr_entry_new(struct nupp_traces *t, __u64 T, const unsigned char *hdr, __u32 serial,
+				     __u64 born, __u64 start0, size_t extra)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
 	struct tr_entry *e = tr_entry_alloc(t);
@@ -1053,25 +928,22 @@ static struct tr_entry *tr_entry_new(struct nupp_traces *t, __u64 T, const unsig
 	e->T = T;
 	e->traceno = (__u32)tr_get(hdr, lo->T_traceno, 2);
 	e->mcode = tr_get(hdr, lo->T_mcode, 8);
-	e->lo = born;
-	e->hi = TR_ALIVE;
+	e->serial = serial;
+	e->born = born;
 	e->nsnap = (__u32)tr_get(hdr, lo->T_nsnap, 2);
 	e->startpt = tr_get(hdr, lo->T_startpt, 8);
 	e->root = (__u16)tr_get(hdr, lo->T_root, 2);
-	if (!e->root)
-		e->start0 = e->startpt;
-	else if (e->root < t->nbyno && t->byno[e->root])
-		e->start0 = t->byno[e->root]->start0;
+	e->start0 = e->root ? start0 : e->startpt;
 	return e;
 }
 
-/* The live entry of (T, traceno, mcode), or NULL. */
-static struct tr_entry *tr_alive(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 mcode)
+/* The entry of incarnation serial of trace (T, traceno, mcode), or NULL. */
+static struct tr_entry *tr_lookup(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 mcode, __u32 serial)
 {
 	struct tr_entry *e;
 
 	for (e = t->b[tr_bucket(T)]; e; e = e->next)
-		if (e->T == T && e->traceno == traceno && e->mcode == mcode && e->hi == TR_ALIVE)
+		if (e->T == T && e->traceno == traceno && e->mcode == mcode && e->serial == serial)
 			return e;
 	return NULL;
 }
@@ -1129,13 +1001,40 @@ static int tr_hdr_sizes(struct nupp_traces *t, struct tr_dec *d, __u32 nsnap)
 	return 0;
 }
 
-/* Decodes trace T, read now while it is alive; shared: in the order of the target's
- * events (see struct tr_dec). */
-static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int shared, __u64 g)
+/* Is T, the serial-th trace of the process, J->trace[traceno] of VM g still (so alive
+ * since a sample saw it run, all the while: a trace made at T or with that number since
+ * would have another serial)? 0, -ESTALE or a read error. */
+static int tr_still(struct nupp_traces *t, __u64 g, __u64 T, __u32 traceno, __u32 serial)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	__u64 J = g + (__s64)lo->gg_g2j, arr = 0, now = 0;
+	__u32 size = 0, ser = 0;
+	int err;
+
+	err = t->read(t->read_ctx, J + lo->J_trace, &arr, 8);
+	if (!err)
+		err = t->read(t->read_ctx, J + lo->J_sizetrace, &size, 4);
+	if (!err && traceno >= size)
+		return -ESTALE;
+	if (!err)
+		err = t->read(t->read_ctx, arr + 8ull * traceno, &now, 8);
+	if (!err && now == T)
+		err = t->read(t->read_ctx, T + lo->T_serial, &ser, 4);
+	if (err)
+		return err;
+	return now == T && ser == serial ? 0 : -ESTALE;
+}
+
+/* Decodes incarnation serial of trace T (number traceno of VM g), read now from the
+ * target: kept only if it still lived after the last read (tr_still), so every fact read
+ * was true. born: the prototype generation of a sample of it. 0 or -errno. */
+static int tr_add(struct nupp_traces *t, __u64 g, __u64 T, __u32 traceno, __u32 serial, __u64 born)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
 	struct tr_dec d = { 0 };
 	struct tr_entry *e;
+	__u64 start0 = 0, R = 0, J = g + (__s64)lo->gg_g2j, arr = 0;
+	__u32 root;
 	int err;
 
 	if (lo->T_size > sizeof(d.hdr))
@@ -1143,22 +1042,27 @@ static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int
 	err = t->read(t->read_ctx, T, d.hdr, lo->T_size);
 	if (err)
 		return err;
-	if (tr_get(d.hdr, lo->T_traceno, 2) != traceno)
+	if (tr_get(d.hdr, lo->T_traceno, 2) != traceno || tr_get(d.hdr, lo->T_serial, 4) != serial)
 		return -ESTALE;
-	if (tr_alive(t, T, traceno, tr_get(d.hdr, lo->T_mcode, 8)))
+	if (tr_lookup(t, T, traceno, tr_get(d.hdr, lo->T_mcode, 8), serial))
 		return 0;
-	e = tr_entry_new(t, T, d.hdr, born, 0);
+	/* A side trace starts in its root's start frame (the root lives while it does). */
+	root = (__u32)tr_get(d.hdr, lo->T_root, 2);
+	if (root && !t->read(t->read_ctx, J + lo->J_trace, &arr, 8) && !t->read(t->read_ctx, arr + 8ull * root, &R, 8) && R)
+		t->read(t->read_ctx, R + lo->T_startpt, &start0, 8);
+	e = tr_entry_new(t, T, d.hdr, serial, born, start0, 0);
 	if (!e)
 		return -ENOMEM;
 	e->g = g;
 	d.e = e;
-	d.shared = shared;
 	err = tr_hdr_sizes(t, &d, e->nsnap);
 	if (!err)
 		err = tr_copy(t, &d, tr_get(d.hdr, lo->T_ir, 8), tr_get(d.hdr, lo->T_snap, 8),
 			      tr_get(d.hdr, lo->T_snapmap, 8), e->nsnap);
 	if (!err)
 		err = tr_decode(t, &d);
+	if (!err)
+		err = tr_still(t, g, T, traceno, serial);
 	tr_dec_done(&d);
 	if (err) {
 		tr_entry_free(t, e);
@@ -1168,67 +1072,35 @@ static int tr_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born, int
 	return 0;
 }
 
-/* Decodes (and caches) trace T now, while it is alive (its luajit:trace_stop event). */
-int nupp_traces_add(struct nupp_traces *t, __u64 T, __u32 traceno, __u64 born)
+/* Decodes (and caches) incarnation serial of trace T of VM g now, from the target, if
+ * it still lives. */
+int nupp_traces_add(struct nupp_traces *t, __u64 g, __u64 T, __u32 traceno, __u32 serial, __u64 born)
 {
-	return tr_add(t, T, traceno, born, 1, 0);
+	return tr_add(t, g, T, traceno, serial, born);
 }
 
-static void tr_kill_one(struct nupp_traces *t, struct tr_entry *e, __u64 gen);
-
-/* Trace T, number traceno of VM g, was made at generation gen: it ends the incarnations
- * it replaces there, which LuaJIT freed before it made this one (and no sample of this
- * one is of an earlier generation): every live entry at address T, and the live one of
- * (g, traceno) (a number is reused only once its trace left J->trace: lj_trace.c
- * trace_findfree; a flush leaves every number free). Returns 1 when a live entry of T,
- * traceno made at gen is there already (the same event again: nothing changes), else 0. */
-static int tr_supersede(struct nupp_traces *t, __u64 g, __u64 T, __u32 traceno, __u64 gen)
-{
-	struct tr_entry *e, *nx, **slot;
-
-	for (e = t->b[tr_bucket(T)]; e; e = e->next)
-		if (e->T == T && e->traceno == traceno && e->hi == TR_ALIVE && e->lo == gen)
-			return 1;
-	for (e = t->b[tr_bucket(T)]; e; e = nx) {
-		nx = e->next;
-		if (e->T == T && e->hi == TR_ALIVE)
-			tr_kill_one(t, e, gen);
-	}
-	slot = tr_vm_slot(t, g, traceno, 1);
-	if (slot && *slot && (*slot)->hi == TR_ALIVE)
-		tr_kill_one(t, *slot, gen);
-	/* An entry read at a sample (VM not known) with that number is taken for this VM's:
-	 * ended too early, it only names fewer samples. */
-	if (traceno < t->nbyno && (e = t->byno[traceno]) && e->hi == TR_ALIVE && !e->g)
-		tr_kill_one(t, e, gen);
-	return 0;
-}
-
-/* A trace_stop event: ends what the trace replaces (tr_supersede), then keeps the copy
- * BPF made for decoding when a sample needs it; a trace it could not copy whole is read
- * from the target now. */
-int nupp_traces_add_event(struct nupp_traces *t, const void *data, size_t size)
+/* A TRACE_COPY event: the trace as BPF copied it at its first sample, kept for decoding
+ * when the drain names that sample. A copy of a trace already known (copied again on
+ * another CPU, or after BPF forgot it) changes nothing. */
+int nupp_traces_add_copy(struct nupp_traces *t, const void *data, size_t size)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
 	const struct nupp_smp_trace_event *ev = data;
 	const size_t head = offsetof(struct nupp_smp_trace_event, data);
+	const struct nupp_smp_trace_fn *fns;
 	struct tr_entry *e;
 
-	const struct nupp_smp_trace_fn *fns;
-
-	if (size < sizeof(struct nupp_smp_event))
-		return -EINVAL;
-	if (size >= head && ev->size && ev->size >= lo->T_size && ev->size <= NUPP_SMP_TRACE_MAX &&
-	    tr_get(ev->data, lo->T_traceno, 2) != ev->h.traceno)
-		return -ESTALE; /* not the trace the event names: changes nothing */
-	if (tr_supersede(t, ev->h.g, ev->h.trace, ev->h.traceno, ev->h.pgen))
-		return 0;
 	if (size < head || ev->size == 0 || ev->size > NUPP_SMP_TRACE_MAX || ev->size < lo->T_size ||
 	    ev->nfn > NUPP_SMP_TRACE_FNS ||
 	    NUPP_SMP_TRACE_FN_OFS(ev->size) + (size_t)ev->nfn * sizeof(*fns) > size - head)
-		return tr_add(t, ev->h.trace, ev->h.traceno, ev->h.pgen, 1, ev->h.g);
+		return -EINVAL;
+	if (tr_get(ev->data, lo->T_traceno, 2) != ev->h.traceno || tr_get(ev->data, lo->T_serial, 4) != ev->h.serial)
+		return -ESTALE; /* not the trace the event names */
+	if (tr_lookup(t, ev->h.trace, ev->h.traceno, tr_get(ev->data, lo->T_mcode, 8), ev->h.serial))
+		return 0;
 	fns = (const struct nupp_smp_trace_fn *)(ev->data + NUPP_SMP_TRACE_FN_OFS(ev->size));
-	e = tr_entry_new(t, ev->h.trace, ev->data, ev->h.pgen, (size_t)ev->nfn * sizeof(*e->fns) + ev->size);
+	e = tr_entry_new(t, ev->h.trace, ev->data, ev->h.serial, ev->h.pgen, ev->start0,
+			 (size_t)ev->nfn * sizeof(*e->fns) + ev->size);
 	if (!e)
 		return -ENOMEM;
 	e->g = ev->h.g;
@@ -1253,8 +1125,6 @@ static int tr_decode_raw(struct nupp_traces *t, struct tr_entry *e)
 
 	memcpy(d.hdr, e->raw, lo->T_size < sizeof(d.hdr) ? lo->T_size : sizeof(d.hdr));
 	d.e = e;
-	/* A trace known dead holds no shared fact (one of its prototypes may be gone). */
-	d.shared = e->hi == TR_ALIVE;
 	d.fns = e->fns;
 	d.nfn = e->nfn;
 	err = tr_hdr_sizes(t, &d, e->nsnap);
@@ -1293,117 +1163,18 @@ static int tr_decode_raw(struct nupp_traces *t, struct tr_entry *e)
 	return err;
 }
 
-/* The slot of VM g's trace number traceno (struct nupp_traces.vm), made when create
- * (NULL: none, or no memory). */
-static struct tr_entry **tr_vm_slot(struct nupp_traces *t, __u64 g, __u32 traceno, int create)
-{
-	__u32 i, n;
-	struct tr_entry **p;
-
-	for (i = 0; i < TR_VMS && i < t->nvm; i++)
-		if (t->vm[i].g == g)
-			break;
-	if (i == TR_VMS || i == t->nvm) {
-		if (!create)
-			return NULL;
-		/* A new VM; past TR_VMS it takes the oldest slot (the entries there only wait
-		 * for the next trace at their address). */
-		i = t->nvm++ % TR_VMS;
-		free(t->vm[i].no);
-		t->vm[i].no = NULL;
-		t->vm[i].n = 0;
-		t->vm[i].g = g;
-	}
-	if (traceno >= t->vm[i].n) {
-		if (!create)
-			return NULL;
-		n = t->vm[i].n ? t->vm[i].n : 256;
-		while (n <= traceno)
-			n *= 2;
-		p = realloc(t->vm[i].no, (size_t)n * sizeof(*p));
-		if (!p)
-			return NULL;
-		memset(p + t->vm[i].n, 0, (size_t)(n - t->vm[i].n) * sizeof(*p));
-		t->vm[i].no = p;
-		t->vm[i].n = n;
-	}
-	return &t->vm[i].no[traceno];
-}
-
-/* Ends live entry e at generation gen: it names only the samples before (its list is
- * the caller's to change). */
-static void tr_end(struct nupp_traces *t, struct tr_entry *e, __u64 gen)
-{
-	struct tr_entry **slot = e->g ? tr_vm_slot(t, e->g, e->traceno, 0) : NULL;
-
-	e->hi = gen > e->lo ? gen : e->lo;
-	tr_entry_release(t, e);
-	if (e->traceno < t->nbyno && t->byno[e->traceno] == e)
-		t->byno[e->traceno] = NULL;
-	if (slot && *slot == e)
-		*slot = NULL;
-}
-
-/* Marks T (or every trace if T == 0) as freed, ending generation gen. */
-void nupp_traces_kill(struct nupp_traces *t, __u64 T, __u64 gen)
+/* Sets the drain clock to now_us and drops the entries no sample named for TR_IDLE_US
+ * (a sample of one later reads it from the target, if it lives). */
+void nupp_traces_purge(struct nupp_traces *t, __u64 now_us)
 {
 	struct tr_entry *e, *nx;
 
-	if (!T) {
-		/* A flush: every live entry (a target that flushes hundreds of times), the
-		 * whole list put before the dead ones at once. */
-		struct tr_entry *last = NULL;
-
-		for (e = t->live; e; e = e->lnext) {
-			tr_end(t, e, gen);
-			last = e;
-		}
-		if (last) {
-			t->live->lprev = t->dead_tail;
-			if (t->dead_tail)
-				t->dead_tail->lnext = t->live;
-			else
-				t->dead = t->live;
-			t->dead_tail = last;
-			t->live = NULL;
-		}
-		return;
-	}
-	/* One trace: its bucket only (a target that compiles without pause frees
-	 * thousands of traces between two drains). */
-	for (e = t->b[tr_bucket(T)]; e; e = nx) {
-		nx = e->next;
-		if (e->T == T && e->hi == TR_ALIVE)
-			tr_kill_one(t, e, gen);
-	}
-}
-
-/* Ends live entry e at generation gen and moves it to the dead list's tail. */
-static void tr_kill_one(struct nupp_traces *t, struct tr_entry *e, __u64 gen)
-{
-	tr_end(t, e, gen);
-	tr_list_del(&t->live, e);
-	e->lprev = t->dead_tail;
-	if (t->dead_tail)
-		t->dead_tail->lnext = e;
-	else
-		t->dead = e;
-	t->dead_tail = e;
-}
-
-/* Drops the entries freed at or before generation gen (no later sample saw them), oldest
- * free first, up to the first freed after gen: one freed out of order behind it waits
- * for a later purge (it names no sample of gen or later meanwhile). */
-void nupp_traces_purge(struct nupp_traces *t, __u64 gen)
-{
-	struct tr_entry *e;
-
-	while ((e = t->dead) && e->hi <= gen) {
-		t->dead = e->lnext;
-		if (t->dead)
-			t->dead->lprev = NULL;
-		else
-			t->dead_tail = NULL;
+	t->now_us = now_us;
+	for (e = t->all; e; e = nx) {
+		nx = e->lnext;
+		if (e->used_us + TR_IDLE_US >= now_us)
+			continue;
+		tr_list_del(&t->all, e);
 		*e->pnext = e->next;
 		if (e->next)
 			e->next->pnext = e->pnext;
@@ -1411,39 +1182,20 @@ void nupp_traces_purge(struct nupp_traces *t, __u64 gen)
 	}
 }
 
-/* Finds the entry of a sample's trace, decoding it now if it is still alive. */
+/* Finds the entry of a sample's trace incarnation, decoding it now: from its BPF copy,
+ * or when none came, from the target if it still lives. */
 static struct tr_entry *tr_find(struct nupp_traces *t, const struct nupp_smp_stack *st)
 {
-	unsigned b = tr_bucket(st->trace);
-	struct tr_entry *e;
-	int pass;
+	struct tr_entry *e = tr_lookup(t, st->trace, st->traceno, st->mcode, st->tserial);
 
-	__u64 end = 0;
-	int newer = 0;
-
-	for (pass = 0; pass < 2; pass++) {
-		for (e = t->b[b]; e; e = e->next) {
-			if (e->T != st->trace || e->traceno != st->traceno || e->mcode != st->mcode)
-				continue;
-			if (e->lo <= st->pgen && st->pgen < e->hi) {
-				if (e->raw && tr_decode_raw(t, e))
-					return NULL;
-				return e->failed ? NULL : e;
-			}
-			if (e->hi == TR_ALIVE)
-				newer = 1; /* alive since after the sample: unless an older entry is
-					    * the one it saw, that one is gone */
-			else if (e->hi > end)
-				end = e->hi;
-		}
-		if (newer)
-			return NULL;
-		/* Made before we looked: decoded now, if it lives, as the incarnation after
-		 * every freed one of the same identity. */
-		if (pass || st->pgen < end || tr_add(t, st->trace, st->traceno, end, 0, 0))
-			return NULL;
-	}
-	return NULL;
+	if (!e && st->tserial && st->g && !tr_add(t, st->g, st->trace, st->traceno, st->tserial, st->pgen))
+		e = tr_lookup(t, st->trace, st->traceno, st->mcode, st->tserial);
+	if (!e)
+		return NULL;
+	e->used_us = t->now_us;
+	if (e->raw && tr_decode_raw(t, e))
+		return NULL;
+	return e->failed ? NULL : e;
 }
 
 /* Position inside the Lua frame f of the bytecode at pc (the leaf: a snapshot PC is the

@@ -785,13 +785,6 @@ void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
 	s->ended_min = min;
 }
 
-/* A trace free of generation pgen was read: it counts for the stacks waiting for it. */
-void nupp_sym_gen_done(struct nupp_sym *s, __u64 pgen)
-{
-	if (pgen > s->refuse_upto)
-		sym_freed_gen(s, pgen);
-}
-
 /* Free events were lost, all at generations <= pgen (the process's generation now):
  * no record can say which incarnations those samples saw. Forgets every record, refuses
  * stacks up to pgen, and names later ones from records made afresh. */

@@ -19,7 +19,7 @@
 #endif
 
 #define NUPP_LJ_LAYOUT_MAGIC 0x4c4a4250u /* "PBJL": LuaJIT BPF layout */
-#define NUPP_LJ_LAYOUT_VERSION 6u
+#define NUPP_LJ_LAYOUT_VERSION 7u
 #define NUPP_LJ_LAYOUT_SYMBOL "luajit_bpf_layout"
 #define NUPP_LJ_VMLIST_SYMBOL "luajit_bpf_vmlist"
 #define NUPP_LJ_VMLIST_MAX 16
@@ -229,6 +229,14 @@ struct nupp_lj_layout {
 	__u32 irt_is64;  /* IRT_IS64: bit t set when a constant of type t takes two slots */
 	__u32 ref_true;  /* REF_TRUE: the constants lie in [nk, REF_TRUE) */
 	__u32 pad6;
+
+	/* -- Trace serials (version 7): the patched trace_save gives every trace a
+	 * serial unique in the process and stores it in the trace and, as the VM's
+	 * newest, in its global_State, so a reader tells a trace from an earlier one at
+	 * the same address and number without a probe, and knows that no trace was
+	 * made since it last looked while the VM's newest serial is the same. */
+	__u32 g_tserial; /* uint32 global_State: serial of the VM's newest trace */
+	__u32 T_serial;  /* uint32 GCtrace: the trace's serial */
 };
 
 /* The VMs a process has open, kept by the patched lua_newstate/lua_close, so a loader

@@ -58,11 +58,8 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out);
 int nupp_sampler_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt);
 /* The same for the prototype lifetime programs (luajit:proto_new and proto_free). */
 int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt);
-/* The same for the trace lifetime program (luajit:trace_stop, which copies the trace;
- * no probe watches trace frees). */
-int nupp_sampler_tracelife_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt);
-
-/* What became of the traces the targets stopped so far: counts[i] for outcome i of
+/* What became of the copies of traces made at their first samples so far (no probe
+ * watches traces: their cost is the sampling program's): counts[i] for outcome i of
  * enum nupp_smp_tcopy (include/nupp/sampler_abi.h: 0 sent with a whole copy, the others
  * why not), i < n; nupp_sampler_tcopy_name(i) names outcome i ("copied", "noLayout",
  * ...; NULL past the last). 0 or -errno. */

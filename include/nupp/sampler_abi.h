@@ -85,11 +85,16 @@ struct nupp_smp_stack {
 	__u32 traceno; /* trace number (flags & TRACE) */
 	__u32 mcofs;   /* IP - T->mcode (flags & MCODE) */
 	__u64 trace;   /* GCtrace* */
-	__u64 mcode;   /* T->mcode (identity of the trace with trace and traceno) */
+	__u64 mcode;   /* T->mcode */
 	/* The process's prototype generation when sampled (nupp_smp_proc.pgen): names each
 	 * GCproto* of the frames as the incarnation alive then (part of the stack hash). */
 	__u64 pgen;
 	__u64 callsite; /* flags & HELPER: return address into the interpreter */
+	__u64 g;        /* the VM's global_State */
+	/* flags & TRACE: the trace's serial (GCtrace.serial: unique in the process, so with
+	 * trace, traceno and mcode it names this incarnation of the trace; 0 unknown) */
+	__u32 tserial;
+	__u32 pad_t;
 	struct nupp_smp_frame frames[NUPP_SMP_MAX_DEPTH];
 };
 
@@ -141,14 +146,11 @@ struct nupp_smp_proc {
 	__u32 nvm;      /* slots of g[] used (0: no VM known yet); a closed VM leaves 0 */
 	__u32 layout_ok;
 	__u64 g[NUPP_SMP_MAX_VMS];
-	/* 1 when luajit:proto_free and the trace lifetime probe (trace_stop: a trace number
-	 * or address reused is a new trace stopped) of the VM's LuaJIT are attached for
-	 * this process, so the walker's
-	 * frame and trace caches may be used for its samples (include/nupp/walk.h). */
+	/* 1 when luajit:proto_free of the VM's LuaJIT is attached for this process, so the
+	 * walker's frame cache may be used for its samples (include/nupp/walk.h). */
 	__u8 fc_ok[NUPP_SMP_MAX_VMS];
 	__u64 zone_addr[NUPP_SMP_MAX_VMS]; /* the VM's vmlist zone_tv slot (nupp_zone_read), 0 = none */
-	/* Prototype generation: +1 for every prototype the process frees (luajit:proto_free)
-	 * and every trace it makes (luajit:trace_stop).
+	/* Prototype generation: +1 for every prototype the process frees (luajit:proto_free).
 	 * A sample at generation E saw the incarnation of each GCproto* that the first free
 	 * of that address with a generation > E (if any) killed. */
 	__u64 pgen;
@@ -156,8 +158,7 @@ struct nupp_smp_proc {
 	 * knew of the process's prototypes and refuses samples up to the current generation
 	 * (which is past every lost one: a generation is taken before its event is sent). */
 	__u64 nlost;
-	/* Prototypes freed (luajit:proto_free only): the walker's frame cache count (fc_pg),
-	 * which a trace freed does not move (it names no frame). */
+	/* Prototypes freed (luajit:proto_free): the walker's frame cache count (fc_pg). */
 	__u64 pfrees;
 	struct nupp_lj_layout lo;
 };
@@ -179,13 +180,13 @@ struct nupp_smp_proc_set {
 	struct nupp_lj_layout lo;
 };
 
-/* Lifetime events sent to userspace (VM open/close, traces created and freed). */
+/* Events sent to userspace (VM open/close, prototypes born and freed, trace copies). */
 enum nupp_smp_event_kind {
 	NUPP_SMP_EV_VM_OPEN = 1,
 	NUPP_SMP_EV_VM_CLOSE,
-	NUPP_SMP_EV_TRACE_STOP,
-	NUPP_SMP_EV_TRACE_FREE,
-	NUPP_SMP_EV_TRACE_FLUSH,
+	NUPP_SMP_EV_TRACE_COPY, /* struct nupp_smp_trace_event: a trace at its first sample */
+	NUPP_SMP_EV_UNUSED4,    /* (a trace freed, no longer sent) */
+	NUPP_SMP_EV_UNUSED5,    /* (a trace flush, no longer sent) */
 	NUPP_SMP_EV_PROTO_NEW,  /* struct nupp_smp_proto_event + the chunk name */
 	NUPP_SMP_EV_PROTO_FREE, /* struct nupp_smp_proto_event + the prototype's allocation */
 	/* After a PROTO_FREE of a closing VM (lua_close frees prototypes before strings):
@@ -201,19 +202,16 @@ struct nupp_smp_event {
 	__u64 trace; /* GCtrace* */
 	__u64 mcode;
 	__u32 traceno;
-	__u32 pad;
-	/* TRACE_STOP: the generation the trace's making took (every sample of it is of that
-	 * generation or later, every sample of a trace it replaced earlier: a trace's
-	 * samples are told from those of a later trace at the same address, number and
-	 * machine code); 0 while the process's layout is unknown. TRACE_FREE and
-	 * TRACE_FLUSH are no longer sent (no probe is attached there). */
+	__u32 serial; /* TRACE_COPY: the trace's serial (GCtrace.serial) */
+	/* TRACE_COPY: the process's prototype generation when the copy was made (the trace,
+	 * and so the prototypes of its functions, alive then). */
 	__u64 pgen;
 };
 
-/* NUPP_SMP_EV_TRACE_STOP carries what naming the trace's samples needs, copied by BPF
- * while the trace is certainly alive (at luajit:trace_stop): the trace itself (GCtrace,
- * IR, snapshots and snapshot map, one block from T on, lj_trace.c trace_save) and the
- * identity of the functions of its snapshots' frames. */
+/* NUPP_SMP_EV_TRACE_COPY carries what naming the trace's samples needs, copied by BPF
+ * while the trace is certainly alive (in its first sample: the sampled thread runs it):
+ * the trace itself (GCtrace, IR, snapshots and snapshot map, one block from T on,
+ * lj_trace.c trace_save) and the identity of the functions of its snapshots' frames. */
 #define NUPP_SMP_TRACE_MAX 24576 /* bytes of the trace copied; a larger one is not copied */
 #define NUPP_SMP_TRACE_FNS 64    /* functions named (a power of two); more: the trace is not */
 
@@ -233,23 +231,26 @@ struct nupp_smp_trace_fn {
 /* Offset in data[] of the function table of a trace copy of size bytes. */
 #define NUPP_SMP_TRACE_FN_OFS(size) (((size) + 7u) & ~7u)
 
-/* The TRACE_STOP event: a struct nupp_smp_event (trace, traceno, mcode, pgen = the
- * generation the trace was made in), then the copy: the trace (size bytes from T on),
- * then from NUPP_SMP_TRACE_FN_OFS(size) its nfn functions. Only what is used is sent. */
+/* The TRACE_COPY event: a struct nupp_smp_event (trace, traceno, mcode, serial, pgen),
+ * then the copy: the trace (size bytes from T on), then from NUPP_SMP_TRACE_FN_OFS(size)
+ * its nfn functions. Only what is used is sent. */
 struct nupp_smp_trace_event {
 	struct nupp_smp_event h;
 	__u32 size;  /* bytes of the trace in data[]; 0: not copied */
 	__u32 nfn;   /* functions after it; NUPP_SMP_TRACE_FNS + 1: more did not fit (none sent: the trace is then read from the target) */
+	/* A side trace's root start prototype (the GCproto of the frame it starts in,
+	 * J->trace[T->root]->startpt, read with the copy); 0 for a root trace. */
+	__u64 start0;
 	__u8 data[NUPP_SMP_TRACE_MAX + NUPP_SMP_TRACE_FNS * sizeof(struct nupp_smp_trace_fn)];
 };
 
-/* What became of each luajit:trace_stop (the sampler's tcopy[] counters, one per
- * outcome): sent with a whole copy, or why not. A trace without a copy is read from the
- * target by userspace while it lives; a trace whose event was not sent at all (ring
- * buffer full) is read when a sample first names it, if it still lives. */
+/* What became of each copy of a trace at its first sample (the sampler's tcopy[]
+ * counters, one per outcome): sent with a whole copy, or why not. A trace without a copy
+ * is read from the target by userspace when it names the sample, if the trace still
+ * lives then. */
 enum nupp_smp_tcopy {
 	NUPP_SMP_TC_COPIED,    /* sent with the whole trace and its functions */
-	NUPP_SMP_TC_NOLAYOUT,  /* the process's layout was not known yet */
+	NUPP_SMP_TC_NOLAYOUT,  /* (no longer happens: a sample has the layout) */
 	NUPP_SMP_TC_HDRFAULT,  /* the GCtrace header could not be read */
 	NUPP_SMP_TC_SHAPE,     /* IR, snapshots and map are not one block after the header */
 	NUPP_SMP_TC_TOOBIG,    /* larger than NUPP_SMP_TRACE_MAX */

@@ -33,6 +33,7 @@
 #define NUPP_WALK_L_READ 96   /* lua_State: base, stack, stacksize, cframe, glref */
 #define NUPP_WALK_G_SPAN 248  /* global_State: vmstate .. cur_L, jit_base in one read */
 #define NUPP_WALK_GL_READ 512 /* main lua_State and those global_State fields in one read */
+#define NUPP_WALK_T_READ 128  /* a GCtrace header, up to its serial and machine code */
 
 /* Target memory does not change while a sample is walked (the sampled thread is the one
  * running the VM, stopped in the sample's interrupt), so one walk reads each thing once:
@@ -100,11 +101,12 @@
 #endif
 
 /* The trace cache: what nupp_walk_trace found for a trace number of a VM (its GCtrace,
- * machine code and size), kept across walks. The includer's tag (tc_tag, 0 = no cache)
- * names the process and a count that every trace made (luajit:trace_stop: the only way a
- * trace number or address gets another trace; a freed trace's number runs nothing
- * until then) and every VM lifetime event bumps; an entry with another tag is never
- * used. */
+ * serial, machine code and size), kept across walks. An entry is used while the VM's
+ * newest trace serial (global_State, read with vmstate) is the one it was filled at:
+ * making a trace is the only way a trace number or address gets another trace (a freed
+ * trace's number runs nothing until then), and every trace made changes that serial.
+ * The includer's tag (tc_tag, 0 = no cache) names the process and a count of VM
+ * lifetime events; an entry with another tag is never used. */
 #ifndef NUPP_WALK_TC
 #define NUPP_WALK_TC 64 /* entries, direct-mapped by trace number (power of two) */
 #endif
@@ -156,7 +158,9 @@ struct nupp_walk_tc {
 	__u32 traceno;
 	__u32 szmcode; /* T->szmcode */
 	__u32 spadj;   /* T->spadjust */
-	__u32 pad;
+	__u32 serial;  /* T's serial */
+	__u32 tgen;    /* the VM's newest trace serial when filled */
+	__u32 seen;    /* the includer's mark (0 when filled): BPF notes the trace copied */
 };
 
 /* A frame cache entry (64 bytes). */
@@ -211,6 +215,8 @@ struct nupp_walk {
 	__u64 fc_tag;         /* frame cache tag set by the includer (0: cache off) */
 	__u64 fc_pg;          /* the process's count of prototype frees, set by the includer */
 	__u64 tc_tag;         /* trace cache tag set by the includer (0: cache off) */
+	__u32 tgen;           /* the VM's newest trace serial, read at the start */
+	__u32 tc_slot;        /* the trace cache entry of this walk's trace (mode TRACE) */
 	/* What this walk did (reset by nupp_walk_start; diagnosis and tests): */
 	__u32 fc_hits, fc_fills; /* frames taken from / stored in the frame cache */
 	__u32 fc_looks;       /* frame cache set lookups (each one or two entries; counting
@@ -239,12 +245,13 @@ struct nupp_walk {
 #endif
 };
 
-/* Lowest and one-past-highest byte of the global_State fields read at start. */
+/* Lowest byte of the global_State fields read at start. */
 NUPP_WALK_INLINE __u32 nupp_walk_g_lo(const struct nupp_lj_layout *lo)
 {
 	__u32 a = lo->g_vmstate < lo->g_cur_L ? lo->g_vmstate : lo->g_cur_L;
 
-	return a < lo->g_jit_base ? a : lo->g_jit_base;
+	a = a < lo->g_jit_base ? a : lo->g_jit_base;
+	return a < lo->g_tserial ? a : lo->g_tserial;
 }
 
 /* One past the highest byte of the global_State fields read at start. */
@@ -252,7 +259,17 @@ NUPP_WALK_INLINE __u32 nupp_walk_g_hi(const struct nupp_lj_layout *lo)
 {
 	__u32 a = lo->g_vmstate + 4 > lo->g_cur_L + 8 ? lo->g_vmstate + 4 : lo->g_cur_L + 8;
 
-	return a > lo->g_jit_base + 8 ? a : lo->g_jit_base + 8;
+	a = a > lo->g_jit_base + 8 ? a : lo->g_jit_base + 8;
+	return a > lo->g_tserial + 4 ? a : lo->g_tserial + 4;
+}
+
+/* Bytes of a GCtrace header read at once: up to the last field the walk uses. */
+NUPP_WALK_INLINE __u32 nupp_walk_t_span(const struct nupp_lj_layout *lo)
+{
+	__u32 a = lo->T_mcode + 8 > lo->T_szmcode + 4 ? lo->T_mcode + 8 : lo->T_szmcode + 4;
+
+	a = a > lo->T_spadjust + 2 ? a : lo->T_spadjust + 2;
+	return a > lo->T_serial + 4 ? a : lo->T_serial + 4;
 }
 
 /* Can the walker read this layout's fields from its one-read buffers? */
@@ -261,7 +278,8 @@ NUPP_WALK_INLINE int nupp_walk_layout_ok(const struct nupp_lj_layout *lo)
 	__u32 glo = nupp_walk_g_lo(lo);
 
 	return lo->g_vmstate + 4 - glo <= NUPP_WALK_G_SPAN && lo->g_cur_L + 8 - glo <= NUPP_WALK_G_SPAN &&
-	       lo->g_jit_base + 8 - glo <= NUPP_WALK_G_SPAN && lo->L_base + 8 <= NUPP_WALK_L_READ &&
+	       lo->g_jit_base + 8 - glo <= NUPP_WALK_G_SPAN && lo->g_tserial + 4 - glo <= NUPP_WALK_G_SPAN &&
+	       nupp_walk_t_span(lo) <= NUPP_WALK_T_READ && lo->L_base + 8 <= NUPP_WALK_L_READ &&
 	       lo->L_stack + 8 <= NUPP_WALK_L_READ && lo->L_stacksize + 4 <= NUPP_WALK_L_READ &&
 	       lo->L_cframe + 8 <= NUPP_WALK_L_READ && lo->fn_gct < NUPP_WALK_FN_READ && lo->fn_ffid < NUPP_WALK_FN_READ &&
 	       lo->fn_pc + 8 <= NUPP_WALK_FN_READ && lo->fn_cf + 8 <= NUPP_WALK_FN_READ &&
@@ -1216,6 +1234,9 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->st.mcode = 0;
 	w->st.pgen = 0;
 	w->st.callsite = 0;
+	w->st.g = g;
+	w->st.tserial = 0;
+	w->st.pad_t = 0;
 	w->helper_ra = 0;
 	w->cf = 0;
 	if (!nupp_walk_layout_ok(lo))
@@ -1239,6 +1260,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	vms = (__s32)nupp_walk_u32(w->gbuf, gofs + lo->g_vmstate - glo, 511);
 	L = nupp_walk_u64(w->gbuf, gofs + lo->g_cur_L - glo, 511);
 	jit_base = nupp_walk_u64(w->gbuf, gofs + lo->g_jit_base - glo, 511);
+	w->tgen = nupp_walk_u32(w->gbuf, gofs + lo->g_tserial - glo, 511);
 	if (!L)
 		return NUPP_WALK_READ_FAULT;
 	if (both && L == g + g2l)
@@ -1368,34 +1390,40 @@ NUPP_WALK_INLINE int nupp_walk_is_call(__u64 code)
 	return b5 == 0xe8 || (b2 == 0xff && (b1 & 0xf8) == 0xd0);
 }
 
-/* Records where a trace sample was: trace number, GCtrace*, mcode and offset (§5.3).
- * traces = J->trace (GCRef array); vmstate >= 0 is the running trace. */
+/* Records where a trace sample was: trace number, GCtrace* and its serial, mcode and
+ * offset (§5.3). traces = J->trace (GCRef array); vmstate >= 0 is the running trace,
+ * alive while this sample runs in it (its VM frees traces on this thread, never during
+ * the sample). */
 NUPP_WALK_INLINE void nupp_walk_trace(struct nupp_walk *w, const struct nupp_lj_layout *lo, __s32 vmstate,
 				      __u64 ip)
 {
 	__u64 J = w->g + (__s64)lo->gg_g2j, arr = 0, T = 0, mcode = 0, ra = 0, code = 0, jsp;
-	__u32 size = 0, sz = 0, spadj = 0;
-	__u16 spadj16 = 0;
-	struct nupp_walk_tc *c = &w->tc[(__u32)vmstate & (NUPP_WALK_TC - 1)];
+	__u32 size = 0, sz = 0, spadj = 0, serial = 0, span = nupp_walk_t_span(lo);
+	__u32 slot = (__u32)vmstate & (NUPP_WALK_TC - 1);
+	struct nupp_walk_tc *c = &w->tc[slot];
 
 	if (vmstate < 0)
 		return;
-	if (w->tc_tag && c->tag == w->tc_tag && c->g == w->g && c->traceno == (__u32)vmstate) {
+	w->tc_slot = slot;
+	if (w->tc_tag && c->tag == w->tc_tag && c->g == w->g && c->traceno == (__u32)vmstate && c->tgen == w->tgen) {
 		T = c->T;
 		mcode = c->mcode;
 		sz = c->szmcode;
 		spadj = c->spadj;
+		serial = c->serial;
 		goto found;
 	}
 	if (nupp_walk_read2(w, J, lo->J_trace, lo->J_sizetrace, &arr, &size) || (__u32)vmstate >= size)
 		return;
 	if (NUPP_WALK_RD(&T, 8, arr + 8ull * (__u32)vmstate) || !T)
 		return;
-	if (nupp_walk_read2(w, T, lo->T_mcode, lo->T_szmcode, &mcode, &sz))
+	/* The header up to its last field used, in one read (checked by nupp_walk_layout_ok). */
+	if (span > NUPP_WALK_T_READ || NUPP_WALK_RD(w->ptbuf, span, T))
 		return;
-	if (NUPP_WALK_RD(&spadj16, 2, T + lo->T_spadjust))
-		return;
-	spadj = spadj16;
+	mcode = nupp_walk_u64(w->ptbuf, lo->T_mcode, 127);
+	sz = nupp_walk_u32(w->ptbuf, lo->T_szmcode, 127);
+	spadj = nupp_walk_u32(w->ptbuf, lo->T_spadjust, 127) & 0xffff;
+	serial = nupp_walk_u32(w->ptbuf, lo->T_serial, 127);
 	if (w->tc_tag) {
 		c->tag = w->tc_tag;
 		c->g = w->g;
@@ -1404,12 +1432,16 @@ NUPP_WALK_INLINE void nupp_walk_trace(struct nupp_walk *w, const struct nupp_lj_
 		c->mcode = mcode;
 		c->szmcode = sz;
 		c->spadj = spadj;
+		c->serial = serial;
+		c->tgen = w->tgen;
+		c->seen = 0;
 	}
 found:
 	jsp = (__u64)spadj + lo->cframe_size_jit - lo->cframe_size;
 	w->st.traceno = (__u32)vmstate;
 	w->st.trace = T;
 	w->st.mcode = mcode;
+	w->st.tserial = serial;
 	if (ip >= mcode && ip < mcode + sz) {
 		w->st.mcofs = (__u32)(ip - mcode);
 		w->st.flags |= NUPP_SMP_F_MCODE;
@@ -1427,6 +1459,7 @@ found:
 		w->st.flags |= NUPP_SMP_F_MCODE | NUPP_SMP_F_MCALL;
 	}
 	w->hash = nupp_walk_mix(w->hash, T ^ ((__u64)w->st.traceno << 48));
+	w->hash = nupp_walk_mix(w->hash, serial);
 	w->hash = nupp_walk_mix(w->hash, mcode + w->st.mcofs + ((__u64)w->st.flags << 56));
 }
 

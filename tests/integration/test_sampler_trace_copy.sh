@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Every trace that fits is copied by BPF at its trace_stop, with the functions of its
+# Every trace that fits is copied by BPF at its first sample, with the functions of its
 # frames named while it is alive, however many functions it inlines
 # (tests/data/sampler/many_fns.lua: one trace inlining 28 distinct functions, each with a
 # snapshot of its own): `-v` shows every trace copied and no refusal of any reason, and
@@ -19,7 +19,7 @@ import json, re, sys
 err = open(sys.argv[2]).read()
 fns = int(re.search(r"^fns (\d+)$", err, re.M).group(1))
 assert fns > 16, f"the workload's trace holds only {fns} functions"
-m = re.search(r"traces stopped: (\d+) copied by bpf; not copied:((?: \w+ \d+)+)$", err, re.M)
+m = re.search(r"traces sampled: (\d+) copied by bpf; not copied:((?: \w+ \d+)+)$", err, re.M)
 assert m, err
 copied = int(m.group(1))
 refused = {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", m.group(2))}

@@ -131,6 +131,8 @@ START_TEST(layout_jit)
 	OFS(T_link, GCtrace, link);
 	OFS(T_root, GCtrace, root);
 	OFS(T_linktype, GCtrace, linktype);
+	OFS(T_serial, GCtrace, serial);
+	OFS(g_tserial, global_State, bpf_tserial);
 	ck_assert_uint_eq(LO->snap_size, sizeof(SnapShot));
 	OFS(snap_mapofs, SnapShot, mapofs);
 	OFS(snap_ref, SnapShot, ref);

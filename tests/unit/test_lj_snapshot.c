@@ -1,6 +1,6 @@
 /* Trace samples to source positions: the rightmost snapshot search, and the decoding of
  * a real trace compiled in-process (leaf PC from the snapshot, inlined frames from the
- * FR2 link slots), with the cache dropped when the trace is freed. */
+ * FR2 link slots), each incarnation of a trace named by its serial. */
 #include <check.h>
 
 #include "nupp_check.h"
@@ -93,8 +93,15 @@ static struct nupp_smp_frame lua_frame(GCproto *pt, int pos)
 	return f;
 }
 
-/* A sample in trace T whose innermost frame (jit_base's) runs pt, depth frames deep. */
-static void trace_sample(struct nupp_smp_stack *st, GCtrace *T, GCproto *pt, __u32 depth)
+/* The global_State of L, as a sample carries it. */
+static __u64 vm_g(lua_State *L)
+{
+	return (__u64)(uintptr_t)G(L);
+}
+
+/* A sample in trace T of VM g whose innermost frame (jit_base's) runs pt, depth frames
+ * deep. */
+static void trace_sample(struct nupp_smp_stack *st, __u64 g, GCtrace *T, GCproto *pt, __u32 depth)
 {
 	memset(st, 0, sizeof(*st));
 	st->depth = depth;
@@ -102,6 +109,8 @@ static void trace_sample(struct nupp_smp_stack *st, GCtrace *T, GCproto *pt, __u
 	st->traceno = T->traceno;
 	st->trace = (__u64)(uintptr_t)T;
 	st->mcode = (__u64)(uintptr_t)T->mcode;
+	st->tserial = T->serial;
+	st->g = g;
 	st->frames[0] = lua_frame(pt, -1);
 }
 
@@ -133,8 +142,9 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 	}
 	ck_assert_msg(T != NULL, "no loop trace for hot()");
 	tc = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
-	ck_assert_int_eq(nupp_traces_add(tc, (__u64)(uintptr_t)T, T->traceno, 0), 0);
-	trace_sample(&st, T, phot, 2);
+	ck_assert_uint_ne(T->serial, 0);
+	ck_assert_int_eq(nupp_traces_add(tc, vm_g(L), (__u64)(uintptr_t)T, T->traceno, T->serial, 0), 0);
+	trace_sample(&st, vm_g(L), T, phot, 2);
 	st.frames[1] = lua_frame(phot, 3); /* stands for the caller chain */
 	for (s = 0; s < T->nsnap; s++) {
 		/* LuaJIT's own view of the snapshot: its PC (where the interpreter resumes)
@@ -217,20 +227,23 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 	ck_assert_int_eq(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), 2);
 	ck_assert_int_eq(out[0].pos, -1);
 
-	/* freed at generation 1: samples of generation 0 still expand until the purge;
-	 * one of generation 1 or later saw another trace (not decoded: refused) */
+	/* another incarnation at the same address, number and machine code (another
+	 * serial): not named by this one's entry, and refused when read from the target,
+	 * where the trace has this serial */
 	st.flags = NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE;
-	nupp_traces_kill(tc, (__u64)(uintptr_t)T, 1);
-	ck_assert_int_ge(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), 2); /* until purged */
-	st.pgen = 1;
+	ck_assert_int_ge(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), 2);
+	st.tserial = T->serial + 1;
+	ck_assert_int_eq(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	st.tserial = T->serial;
+	/* named within the idle time, dropped after it; then read from the target again
+	 * while it lives (not when it cannot be read) */
+	nupp_traces_purge(tc, 1000000);
 	fail_reads = 1;
+	ck_assert_int_ge(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), 2);
+	nupp_traces_purge(tc, 1000000 + 30000001);
 	ck_assert_int_eq(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), -ENOENT);
 	fail_reads = 0;
-	st.pgen = 0;
-	nupp_traces_purge(tc, 1);
-	fail_reads = 1;
-	ck_assert_int_eq(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), -ENOENT);
-	fail_reads = 0;
+	ck_assert_int_ge(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), 2);
 	/* another trace at the same address (different number): not confused */
 	st.traceno = T->traceno + 1;
 	ck_assert_int_lt(nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH), 0);
@@ -239,11 +252,12 @@ START_TEST(trace_snapshots_give_lines_and_inlined_frames)
 }
 END_TEST
 
-/* The trace_stop event BPF makes (bpf/sampler.bpf.c smp_trace_copy), made here from
- * LuaJIT's own view of trace T: the block from T to the end of its snapshot map, and its
- * function constants (every one of its frames' functions is one) with their prototypes'
- * fingerprints, plus the start prototype. */
-static size_t make_event(GCtrace *T, struct nupp_smp_trace_event *ev)
+/* The TRACE_COPY event BPF makes at a trace's first sample (bpf/sampler.bpf.c
+ * smp_trace_copy_send), made here from LuaJIT's own view of trace T of VM g: the block
+ * from T to the end of its snapshot map, and its function constants (every one of its
+ * frames' functions is one) with their prototypes' fingerprints, plus the start
+ * prototype. */
+static size_t make_event(__u64 g, GCtrace *T, struct nupp_smp_trace_event *ev)
 {
 	char *end = (char *)(T->snapmap + T->nsnapmap);
 	size_t size = (size_t)(end - (char *)T);
@@ -253,9 +267,11 @@ static size_t make_event(GCtrace *T, struct nupp_smp_trace_event *ev)
 	memset(ev, 0, sizeof(*ev));
 	memset(fns, 0, sizeof(fns));
 	ck_assert_uint_le(size, NUPP_SMP_TRACE_MAX);
-	ev->h.kind = NUPP_SMP_EV_TRACE_STOP;
+	ev->h.kind = NUPP_SMP_EV_TRACE_COPY;
+	ev->h.g = g;
 	ev->h.trace = (__u64)(uintptr_t)T;
 	ev->h.traceno = T->traceno;
+	ev->h.serial = T->serial;
 	ev->h.mcode = (__u64)(uintptr_t)T->mcode;
 	ev->size = (__u32)size;
 	memcpy(ev->data, T, size);
@@ -343,12 +359,12 @@ START_TEST(trace_copy_names_as_the_live_trace)
 	SnapNo s;
 	int na, nb, inlined = 0;
 
-	size = make_event(T, &ev);
+	size = make_event(vm_g(L), T, &ev);
 	live = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	copy = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
-	ck_assert_int_eq(nupp_traces_add(live, (__u64)(uintptr_t)T, T->traceno, 0), 0);
-	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
-	trace_sample(&st, T, phot, 1);
+	ck_assert_int_eq(nupp_traces_add(live, vm_g(L), (__u64)(uintptr_t)T, T->traceno, T->serial, 0), 0);
+	ck_assert_int_eq(nupp_traces_add_copy(copy, &ev, size), 0);
+	trace_sample(&st, vm_g(L), T, phot, 1);
 	/* The first sample decodes the copy; afterwards no read is needed at all. */
 	st.mcofs = T->snap[0].mcofs;
 	ck_assert_int_ge(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), 1);
@@ -366,22 +382,25 @@ START_TEST(trace_copy_names_as_the_live_trace)
 	}
 	fail_reads = 0;
 	ck_assert_int_gt(inlined, 0);
-	/* The same event again (a duplicate) changes nothing; an event whose copy does not
-	 * hold the trace's number is refused. */
-	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
+	/* The same copy again (another CPU's, or after BPF forgot it) changes nothing; an
+	 * event whose copy does not hold the trace's number or serial is refused. */
+	ck_assert_int_eq(nupp_traces_add_copy(copy, &ev, size), 0);
 	ev.h.traceno++;
-	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), -ESTALE);
+	ck_assert_int_eq(nupp_traces_add_copy(copy, &ev, size), -ESTALE);
+	ev.h.traceno--;
+	ev.h.serial++;
+	ck_assert_int_eq(nupp_traces_add_copy(copy, &ev, size), -ESTALE);
 	nupp_traces_free(live);
 	nupp_traces_free(copy);
 	lua_close(L);
 }
 END_TEST
 
-/* A copy not decoded yet when its trace is freed: a sample taken while it lived is named
- * from the copy (decoded then, nothing read), a sample after the free is refused, never
- * named by it. Decoded, its copy's block goes back to the pool; the next incarnation copied
- * into that block names its own samples exactly as before and refuses the older
- * generations'. */
+/* A copy not decoded yet when its trace is freed names the samples taken while it
+ * lived (decoded then, nothing read). An entry no sample names for the idle time is
+ * dropped and its block goes back to the pool; the next incarnation copied into that
+ * block names its own samples exactly as before, and a sample of the dropped one (not
+ * readable any more) is refused, never named by the new one. */
 START_TEST(trace_copy_freed_before_decode_and_pooled)
 {
 	lua_State *L = luaL_newstate();
@@ -392,60 +411,47 @@ START_TEST(trace_copy_freed_before_decode_and_pooled)
 	struct nupp_smp_stack st;
 	struct nupp_smp_frame a[NUPP_SMP_MAX_DEPTH + 16], b[NUPP_SMP_MAX_DEPTH + 16];
 	size_t size;
+	__u64 now = 5000000;
 	int na, k;
 
-	size = make_event(T, &ev);
+	size = make_event(vm_g(L), T, &ev);
 	live = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	copy = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
-	ck_assert_int_eq(nupp_traces_add(live, (__u64)(uintptr_t)T, T->traceno, 0), 0);
-	trace_sample(&st, T, phot, 1);
+	ck_assert_int_eq(nupp_traces_add(live, vm_g(L), (__u64)(uintptr_t)T, T->traceno, T->serial, 0), 0);
+	trace_sample(&st, vm_g(L), T, phot, 1);
 	st.mcofs = T->snap[T->nsnap - 1].mcofs;
 	na = nupp_traces_expand(live, &st, a, NUPP_SMP_MAX_DEPTH);
 	ck_assert_int_ge(na, 1);
 	fail_reads = 1; /* from here on the target cannot be read: only copies name */
 	for (k = 0; k < 2; k++) {
-		/* Born at generation 10k (pooled block the second time), freed at 10k + 5: by
-		 * its own free, then by a flush. */
-		ev.h.pgen = 10 * (__u64)k;
-		ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
-		nupp_traces_kill(copy, k ? 0 : (__u64)(uintptr_t)T, ev.h.pgen + 5);
-		/* After the free: refused (the copy is not asked, the live read fails). */
-		st.pgen = ev.h.pgen + 5;
-		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
-		/* Before its birth (the first incarnation's time, or none): refused too. */
-		if (k) {
-			st.pgen = 4;
-			ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
-		}
-		/* While it lived: decoded now from the copy, as the live trace names it. */
-		st.pgen = ev.h.pgen + 4;
+		/* Incarnation k (the second in the pooled block of the first): its copy kept,
+		 * not decoded, then its samples named from it. */
+		ev.h.serial = T->serial + 10 * (__u32)k;
+		memcpy(ev.data + luajit_bpf_layout.T_serial, &ev.h.serial, 4);
+		st.tserial = ev.h.serial;
+		nupp_traces_purge(copy, now);
+		ck_assert_int_eq(nupp_traces_add_copy(copy, &ev, size), 0);
 		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
 		ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
-		/* Kept until the purge passes its free. */
-		nupp_traces_purge(copy, ev.h.pgen + 4);
+		/* Named within the idle time: kept; idle past it: dropped, then refused. */
+		now += 20000000;
+		nupp_traces_purge(copy, now);
 		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
-		nupp_traces_purge(copy, ev.h.pgen + 5);
+		now += 31000000;
+		nupp_traces_purge(copy, now);
 		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
 	}
-	/* Two incarnations at once, one freed, then a flush while the freed one waits for its
-	 * purge: each names only its own generations, and each purge drops only its own. */
-	ev.h.pgen = 20;
-	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
-	nupp_traces_kill(copy, (__u64)(uintptr_t)T, 25);
-	ev.h.pgen = 30;
-	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
-	nupp_traces_kill(copy, 0, 35);
-	st.pgen = 24;
+	/* Two incarnations at once: each names only its own samples. */
+	ck_assert_int_eq(nupp_traces_add_copy(copy, &ev, size), 0);
+	ev.h.serial = T->serial + 20;
+	memcpy(ev.data + luajit_bpf_layout.T_serial, &ev.h.serial, 4);
+	ck_assert_int_eq(nupp_traces_add_copy(copy, &ev, size), 0);
+	st.tserial = T->serial + 10;
 	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
-	st.pgen = 27;
-	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
-	nupp_traces_purge(copy, 25);
-	st.pgen = 24;
-	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
-	st.pgen = 34;
+	st.tserial = T->serial + 20;
 	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
 	ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
-	nupp_traces_purge(copy, 35);
+	st.tserial = T->serial + 15;
 	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
 	caches_done(live, copy, L);
 }
@@ -502,8 +508,8 @@ static void loop_lines(lua_State *L, struct nupp_traces *tc, GCproto *pt, int st
 			T = t;
 	}
 	ck_assert_msg(T != NULL, "no loop trace at line %d", start);
-	ck_assert_int_eq(nupp_traces_add(tc, (__u64)(uintptr_t)T, T->traceno, 0), 0);
-	trace_sample(&st, T, pt, 1);
+	ck_assert_int_eq(nupp_traces_add(tc, vm_g(L), (__u64)(uintptr_t)T, T->traceno, T->serial, 0), 0);
+	trace_sample(&st, vm_g(L), T, pt, 1);
 	for (s = 0; s < T->nsnap; s++) {
 		st.mcofs = T->snap[s].mcofs;
 		if (s + 1 < T->nsnap && T->snap[s + 1].mcofs == st.mcofs)
@@ -546,11 +552,12 @@ START_TEST(comparison_snapshots_name_the_comparison)
 }
 END_TEST
 
-/* luajit:trace_stop takes a generation and ends there the incarnation it replaces (no
- * trace_free probe): a sample of incarnation k is named by k's copy, never by k+1's,
- * even after k's entry is purged; a trace at another address taking the number in the
- * same VM ends it too, one of another VM does not. */
-START_TEST(trace_stop_ends_the_incarnation_it_replaces)
+/* Each incarnation of a trace is named by its own copy, told apart by its serial (no
+ * probe marks a trace's end): at the same address, number and machine code (after a
+ * flush), a sample of incarnation k is named by k's copy, never by k+1's, whichever came
+ * last, and a sample of an incarnation with no copy is refused unless the target still
+ * runs that one. Another VM's copy with the same serial elsewhere changes nothing. */
+START_TEST(trace_serial_names_each_incarnation)
 {
 	lua_State *L = luaL_newstate();
 	static struct nupp_smp_trace_event ev, ev2, ev3;
@@ -560,17 +567,16 @@ START_TEST(trace_stop_ends_the_incarnation_it_replaces)
 	struct nupp_smp_stack st;
 	struct nupp_smp_frame a[NUPP_SMP_MAX_DEPTH + 16], b[NUPP_SMP_MAX_DEPTH + 16];
 	struct nupp_smp_trace_fn *fns;
-	const __u64 g = (__u64)(uintptr_t)G(L);
+	const __u64 g = vm_g(L);
 	size_t size;
-	__u32 i;
-	int na, nb, moved = 0;
+	__u32 i, s1 = T->serial + 100, s2 = T->serial + 101;
+	int na, moved = 0;
 
-	size = make_event(T, &ev);
-	ev.h.g = g;
+	size = make_event(g, T, &ev);
 	live = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	copy = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
-	ck_assert_int_eq(nupp_traces_add(live, (__u64)(uintptr_t)T, T->traceno, 0), 0);
-	trace_sample(&st, T, phot, 1);
+	ck_assert_int_eq(nupp_traces_add(live, g, (__u64)(uintptr_t)T, T->traceno, T->serial, 0), 0);
+	trace_sample(&st, g, T, phot, 1);
 	/* A snapshot inside the inlined inner(): its frame is named from the copy's table. */
 	na = 0;
 	for (i = 0; i < T->nsnap && na != 2; i++) {
@@ -579,9 +585,13 @@ START_TEST(trace_stop_ends_the_incarnation_it_replaces)
 	}
 	ck_assert_int_eq(na, 2);
 	ck_assert_uint_eq(a[0].ptr, (__u64)(uintptr_t)pinner);
-	/* Incarnation k+1: same address, number and machine code (after a flush), told
-	 * apart by its copy: inner() could not be named when it stopped. */
+	/* Incarnations s1 and s2: same address, number and machine code, told apart by
+	 * their serials; s2's copy could not name inner(). */
+	ev.h.serial = s1;
+	memcpy(ev.data + luajit_bpf_layout.T_serial, &s1, 4);
 	memcpy(&ev2, &ev, sizeof(ev));
+	ev2.h.serial = s2;
+	memcpy(ev2.data + luajit_bpf_layout.T_serial, &s2, 4);
 	fns = (struct nupp_smp_trace_fn *)(ev2.data + NUPP_SMP_TRACE_FN_OFS(ev2.size));
 	for (i = 0; i < ev2.nfn; i++)
 		if (fns[i].ptr == (__u64)(uintptr_t)pinner) {
@@ -589,62 +599,40 @@ START_TEST(trace_stop_ends_the_incarnation_it_replaces)
 			moved++;
 		}
 	ck_assert_int_eq(moved, 1);
-	/* Reads of the target allowed only for the bytecode a decode checks (pass-2 reads
-	 * of the live trace would find it: a refusal below is checked with reads failing). */
-	ev.h.pgen = 10;
-	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
-	ev2.h.pgen = 20;
-	ck_assert_int_eq(nupp_traces_add_event(copy, &ev2, size), 0);
-	ck_assert_int_eq(nupp_traces_add_event(copy, &ev2, size), 0); /* again: no change */
-	/* Before k: nobody's; k's generations [10, 20): k's names; from 20 on: k+1's. */
-	st.pgen = 9;
-	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
-	for (st.pgen = 10; st.pgen < 20; st.pgen += 9) {
+	for (i = 0; i < 2; i++) {
+		/* In either order of arrival. */
+		ck_assert_int_eq(nupp_traces_add_copy(copy, i ? &ev2 : &ev, size), 0);
+		ck_assert_int_eq(nupp_traces_add_copy(copy, i ? &ev : &ev2, size), 0);
+		ck_assert_int_eq(nupp_traces_add_copy(copy, &ev2, size), 0); /* again: no change */
+		st.tserial = s1;
 		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
 		ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
+		st.tserial = s2;
+		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+		/* s1 + 2: no copy, and not readable: refused; readable, still refused (the
+		 * target's trace there is another incarnation). */
+		st.tserial = s1 + 2;
+		fail_reads = 1;
+		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+		fail_reads = 0;
+		ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+		nupp_traces_purge(copy, 100000000ull * (i + 1));
 	}
-	st.pgen = 20;
-	nb = nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH);
-	ck_assert_int_eq(nb, -ENOENT);
-	/* k's entry goes with the purge past 20: its samples are then refused, never named
-	 * by k+1's copy; k+1's stay. */
-	nupp_traces_purge(copy, 19);
-	st.pgen = 19;
+	/* The incarnation the target runs is read and named. */
+	st.tserial = T->serial;
 	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
 	ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
-	nupp_traces_purge(copy, 20);
-	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
-	st.pgen = 25;
-	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
-	/* k+2 with k's good copy: from 30 on, named again; k+1's 29 is not. */
-	ev.h.pgen = 30;
-	ck_assert_int_eq(nupp_traces_add_event(copy, &ev, size), 0);
-	st.pgen = 29;
-	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
-	st.pgen = 30;
-	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
-	ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
-	/* Another VM's trace with k+2's number (elsewhere): k+2 lives on. */
+	/* Another VM's trace elsewhere with s1's serial: s1 is still named by its own. */
+	ck_assert_int_eq(nupp_traces_add_copy(copy, &ev, size), 0);
 	memcpy(&ev3, &ev, sizeof(ev));
 	ev3.h.trace += 0x100000;
 	ev3.h.g = g + 0x1000;
-	ev3.h.pgen = 40;
-	ck_assert_int_eq(nupp_traces_add_event(copy, &ev3, size), 0);
-	st.pgen = 45;
+	ck_assert_int_eq(nupp_traces_add_copy(copy, &ev3, size), 0);
+	st.tserial = s1;
 	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
-	/* This VM's next trace of that number (elsewhere): k+2 ends at its generation. */
-	ev3.h.g = g;
-	ev3.h.pgen = 50;
-	ck_assert_int_eq(nupp_traces_add_event(copy, &ev3, size), 0);
-	st.pgen = 50;
 	fail_reads = 1;
-	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
-	fail_reads = 0;
-	st.pgen = 49;
 	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), na);
-	nupp_traces_purge(copy, 50);
-	fail_reads = 1;
-	ck_assert_int_eq(nupp_traces_expand(copy, &st, b, NUPP_SMP_MAX_DEPTH), -ENOENT);
+	ck_assert_mem_eq(a, b, sizeof(a[0]) * na);
 	caches_done(live, copy, L);
 }
 END_TEST
@@ -652,4 +640,4 @@ END_TEST
 NUPP_CHECK_MAIN("snapshot", 0, false, false, snap_search_is_rightmost_le,
 		trace_snapshots_give_lines_and_inlined_frames, trace_copy_names_as_the_live_trace,
 		trace_copy_freed_before_decode_and_pooled, comparison_snapshots_name_the_comparison,
-		trace_stop_ends_the_incarnation_it_replaces)
+		trace_serial_names_each_incarnation)

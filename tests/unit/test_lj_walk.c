@@ -214,8 +214,9 @@ static __u64 chain3(__u64 *fmain, __u64 *ff, __u64 leaf, __u64 *b0, __u64 *b1)
 	return callee(*b1);
 }
 
-/* The VM runs trace 3 (0x200 bytes of machine code at mcode, in J->trace of 8), entered
- * with jit_base = base; returns its GCtrace, the trace array in *arr. */
+/* The VM runs trace 3 (0x200 bytes of machine code at mcode, in J->trace of 8, serial 7,
+ * the VM's newest), entered with jit_base = base; returns its GCtrace, the trace array
+ * in *arr. */
 static __u64 on_trace3(__u64 base, __u64 mcode, __u64 *arr)
 {
 	__u64 J = g + (__s64)lo->gg_g2j, T;
@@ -227,6 +228,8 @@ static __u64 on_trace3(__u64 base, __u64 mcode, __u64 *arr)
 	put64(*arr + 8 * 3, T);
 	put64(T + lo->T_mcode, mcode);
 	put32(T + lo->T_szmcode, 0x200);
+	put32(T + lo->T_serial, 7);
+	put32(g + lo->g_tserial, 7);
 	put64(g + lo->g_jit_base, base);
 	put32(g + lo->g_vmstate, 3);
 	return T;
@@ -491,6 +494,8 @@ START_TEST(walk_trace_start_frame_and_mcode_offset)
 	ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_TRACE | NUPP_SMP_F_MCODE);
 	ck_assert_uint_eq(w.st.traceno, 3);
 	ck_assert_uint_eq(w.st.trace, T);
+	ck_assert_uint_eq(w.st.tserial, 7);
+	ck_assert_uint_eq(w.st.g, g);
 	ck_assert_uint_eq(w.st.mcofs, 0x42);
 	ck_assert_uint_eq(w.st.depth, 3);
 	ck_assert_int_eq(w.st.frames[0].pos, -1); /* from the snapshot, in userspace */
@@ -572,13 +577,35 @@ START_TEST(walk_trace_caches_give_the_same_stack_with_fewer_reads)
 		ck_assert_uint_eq(w.fc_hits, 3);
 		ck_assert_int_eq(reads, 3); /* VM state, stack window, the start frame's GCfunc */
 
-		/* trace 3 is freed and another trace takes its number: its luajit:trace_stop
-		 * bumped the epoch, so the new trace is read */
+		/* another trace made (the VM's newest serial moves), trace 3 the same: read
+		 * again, the same stack */
+		put32(g + lo->g_tserial, 8);
+		reads = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.hash, hash);
+		ck_assert_int_eq(reads, 3 + 3); /* + J->trace and its size, the slot, the header */
+		reads = 0;
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_int_eq(reads, 3);
+
+		/* trace 3 is freed and another trace takes its number and its machine code
+		 * (after a flush): it has the VM's newest serial, so it is read, and its
+		 * stack is another (the serial is part of its hash) */
 		T2 = alloc_obj(lo->T_size);
 		put64(arr + 8 * 3, T2);
-		put64(T2 + lo->T_mcode, mcode + 0x1000);
+		put64(T2 + lo->T_mcode, mcode);
 		put32(T2 + lo->T_szmcode, 0x200);
-		w.tc_tag = (601ull << 22) | 3;
+		put32(T2 + lo->T_serial, 9);
+		put32(g + lo->g_tserial, 9);
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.trace, T2);
+		ck_assert_uint_eq(w.st.tserial, 9);
+		ck_assert_uint_eq(w.st.mcofs, saved.mcofs);
+		ck_assert_uint_ne(w.hash, hash);
+		/* ... at another machine code address: ip is not in its code */
+		put64(T2 + lo->T_mcode, mcode + 0x1000);
+		put32(T2 + lo->T_serial, 10);
+		put32(g + lo->g_tserial, 10);
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 		ck_assert_uint_eq(w.st.trace, T2);
 		ck_assert_uint_eq(w.st.mcode, mcode + 0x1000);
