@@ -71,8 +71,8 @@ struct nupp_sampler {
 	int nattach;
 	long ev_left;     /* events the current poll may still handle */
 	__u64 ev_handled; /* events handled (for -v) */
-	/* Walks failed since lost_where was last read (a read copies 16384 x CPUs counters:
-	 * done at most every SMP_WHERE_US, and at close), and when it may be read next. */
+	/* Walks failed since lost_where was last read (done at most every SMP_WHERE_US, and
+	 * at close), and when it may be read next. */
 	bool where_due;
 	__u64 where_next;
 };
@@ -236,8 +236,12 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 		/* A trace as BPF copied it at its first sample (struct nupp_smp_trace_event),
 		 * decoded when the drain names that sample. One not kept costs only a read of
 		 * the trace then, if it still lives. */
-		if (!smp_target_ready(s, t))
-			nupp_traces_add_copy(t->traces, data, size);
+		if (!smp_target_ready(s, t)) {
+			int e = nupp_traces_add_copy(t->traces, data, size);
+
+			if (e)
+				nupp_pr(NUPP_DEBUG, "PID %d: trace copy not kept: %s\n", (int)t->pid, strerror(-e));
+		}
 		break;
 	}
 }
@@ -917,32 +921,24 @@ static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n
 	}
 }
 
-/* Reports and zeroes where walks failed (the lost_where map); zero is ncpu zeroes. */
-static void smp_lost_where(struct nupp_sampler *s, int ncpu, const __u64 *zero)
+/* Reports where walks failed and empties the lost_where map (only the places that lost
+ * a sample are in it). */
+static void smp_lost_where(struct nupp_sampler *s)
 {
 	int fd = bpf_map__fd(s->skel->maps.lost_where);
-	__u32 nkeys = 16384, *keys = calloc(nkeys, sizeof(*keys)), out_batch = 0, r;
-	__u64 *all = calloc((size_t)nkeys * ncpu, sizeof(*all));
-	LIBBPF_OPTS(bpf_map_batch_opts, opts);
+	__u32 key, next;
+	__u64 n;
 
-	if (!keys || !all || (bpf_map_lookup_batch(fd, NULL, &out_batch, keys, all, &nkeys, &opts) &&
-			      errno != ENOENT)) {
-		nkeys = 0;
-	}
-	for (r = 0; r < nkeys; r++) {
-		__u64 tot = 0;
-		int c;
-
-		for (c = 0; c < ncpu; c++)
-			tot += all[(size_t)r * ncpu + c];
-		if (!tot)
-			continue;
+	/* Each key read is deleted: the next is looked for from the start again. */
+	while (bpf_map_get_next_key(fd, NULL, &next) == 0) {
+		key = next;
+		if (bpf_map_lookup_elem(fd, &key, &n))
+			n = 0;
+		if (bpf_map_delete_elem(fd, &key))
+			break;
 		nupp_pr(NUPP_DEBUG, "walk lost %llu samples: mode %u iter>0 %u, include/nupp/walk.h:%u\n",
-			(unsigned long long)tot, keys[r] >> 12, (keys[r] >> 11) & 1, keys[r] & 2047);
-		bpf_map_update_elem(fd, &keys[r], zero, BPF_ANY);
+			(unsigned long long)n, key >> 12, (key >> 11) & 1, key & 2047);
 	}
-	free(keys);
-	free(all);
 }
 
 /* Makes BPF count into the other buffer and waits until no sample of the old one is in
@@ -1317,13 +1313,11 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	e = smp_host_rows(s, hkeys, hvals, nhosts, out);
 	if (e)
 		goto out;
-	/* Where walks failed (mode, walker source line), for -v diagnosis: read in one
-	 * batch (16384 keys x CPUs), when walks failed, at most every SMP_WHERE_US (the
-	 * counters add up meanwhile); only the counters that moved are zeroed. */
+	/* Where walks failed (mode, walker source line), for -v diagnosis: read when walks
+	 * failed, at most every SMP_WHERE_US (the counters add up meanwhile). */
 	s->where_due |= walk != 0;
 	if (s->where_due && t0 >= s->where_next) {
-		memset(vals, 0, ncpu * sizeof(*vals));
-		smp_lost_where(s, ncpu, vals);
+		smp_lost_where(s);
 		s->where_due = false;
 		s->where_next = t0 + SMP_WHERE_US;
 	}
@@ -1434,14 +1428,8 @@ void nupp_sampler_close(struct nupp_sampler *s)
 
 	if (!s)
 		return;
-	if (s->where_due) {
-		int ncpu = libbpf_num_possible_cpus();
-		__u64 *zero = ncpu > 0 ? calloc(ncpu, sizeof(*zero)) : NULL;
-
-		if (zero)
-			smp_lost_where(s, ncpu, zero);
-		free(zero);
-	}
+	if (s->where_due)
+		smp_lost_where(s);
 	for (i = 0; i < SMP_MAX_CPUS; i++) {
 		bpf_link__destroy(s->plink[i]);
 		if (s->pfd[i] >= 0)

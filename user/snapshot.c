@@ -66,7 +66,9 @@ struct tr_snap {
 	__u64 startpt;           /* GCproto* of slot 0's function if it is a constant, else 0 */
 	int ok;                  /* every inlined function was a constant we could read */
 	int nfr;
-	struct tr_frame fr[TR_MAX_INL];
+	/* Its nfr frames: in the trace's array of them (tr_entry.frs; most snapshots have
+	 * none or a few, so none is kept in place), or while decoding a scratch array. */
+	struct tr_frame *fr;
 };
 
 /* One decoded trace. */
@@ -90,6 +92,7 @@ struct tr_entry {
 	__u16 root;
 	__u16 *mcofs;
 	struct tr_snap *snaps;
+	struct tr_frame *frs; /* the snapshots' frames, each snapshot's in a row */
 	/* Not decoded yet (mcofs, snaps NULL): the copy BPF sent at its first sample,
 	 * decoded when the drain names that sample. */
 	unsigned char *raw;
@@ -242,6 +245,7 @@ static void tr_entry_free(struct nupp_traces *t, struct tr_entry *e)
 {
 	free(e->mcofs);
 	free(e->snaps);
+	free(e->frs);
 	if (!e->inline_raw) {
 		free(e->raw);
 		free(e->fns);
@@ -955,21 +959,49 @@ static int tr_decode(struct nupp_traces *t, struct tr_dec *d)
 	const struct nupp_lj_layout *lo = &t->lo;
 	struct tr_entry *e = d->e;
 	struct tr_bc bcv = { 0 };
+	struct tr_frame scratch[TR_MAX_INL];
+	size_t nfrs = 0, cap = 0, *at;
 	__u32 i;
 
 	t->ndecodes++;
-	e->mcofs = calloc(e->nsnap + 1, sizeof(*e->mcofs));
-	e->snaps = calloc(e->nsnap + 1, sizeof(*e->snaps));
-	if (!e->mcofs || !e->snaps)
+	e->mcofs = malloc((e->nsnap + 1) * sizeof(*e->mcofs));
+	e->snaps = malloc((e->nsnap + 1) * sizeof(*e->snaps));
+	at = malloc((e->nsnap + 1) * sizeof(*at));
+	if (!e->mcofs || !e->snaps || !at) {
+		free(at);
 		return -ENOMEM;
+	}
 	for (i = 0; i < e->nsnap; i++) {
 		const unsigned char *sp = d->snaps + (size_t)i * lo->snap_size;
+		struct tr_snap *sn = &e->snaps[i];
 
 		e->mcofs[i] = (__u16)tr_get(sp, lo->snap_mcofs, 2);
-		tr_decode_snap(t, d, (__u32)tr_get(sp, lo->snap_mapofs, 4), (__u32)tr_get(sp, lo->snap_nent, 1),
-			       &e->snaps[i]);
-		e->snaps[i].ref = (__u32)tr_get(sp, lo->snap_ref, 2);
+		memset(sn, 0, sizeof(*sn));
+		sn->fr = scratch;
+		tr_decode_snap(t, d, (__u32)tr_get(sp, lo->snap_mapofs, 4), (__u32)tr_get(sp, lo->snap_nent, 1), sn);
+		sn->ref = (__u32)tr_get(sp, lo->snap_ref, 2);
+		/* Its frames go to the trace's array (placed once the array is whole). */
+		if (nfrs + sn->nfr > cap) {
+			struct tr_frame *nf;
+
+			cap = cap ? 2 * cap : 16;
+			while (cap < nfrs + sn->nfr)
+				cap *= 2;
+			nf = realloc(e->frs, cap * sizeof(*nf));
+			if (!nf) {
+				free(at);
+				return -ENOMEM;
+			}
+			e->frs = nf;
+		}
+		if (sn->nfr)
+			memcpy(e->frs + nfrs, scratch, sn->nfr * sizeof(*scratch));
+		at[i] = nfrs;
+		nfrs += sn->nfr;
 	}
+	for (i = 0; i < e->nsnap; i++)
+		e->snaps[i].fr = e->frs ? e->frs + at[i] : NULL;
+	free(at);
 	for (i = 0; i < e->nsnap; i++)
 		if (tr_exec_pc(t, d, &bcv, i))
 			e->snaps[i].ok = 0; /* its bytecode could not be read: not decoded */
@@ -1156,8 +1188,10 @@ static int tr_decode_raw(struct nupp_traces *t, struct tr_entry *e)
 	if (err) {
 		free(e->mcofs);
 		free(e->snaps);
+		free(e->frs);
 		e->mcofs = NULL;
 		e->snaps = NULL;
+		e->frs = NULL;
 		e->failed = 1;
 	}
 	return err;
@@ -1172,6 +1206,9 @@ void nupp_traces_purge(struct nupp_traces *t, __u64 now_us)
 	t->now_us = now_us;
 	for (e = t->all; e; e = nx) {
 		nx = e->lnext;
+		/* Made before the clock was first set: as if named now. */
+		if (!e->used_us)
+			e->used_us = now_us;
 		if (e->used_us + TR_IDLE_US >= now_us)
 			continue;
 		tr_list_del(&t->all, e);
