@@ -9,10 +9,15 @@
 # (user + system of `nupp-bpf record` and its child, minus the child's own CPU) as a share
 # of the target's CPU, samples lost (share of samples taken), process_vm_readv calls per
 # second (`nupp-bpf -v`), and the target's voluntary context switches (unprofiled /
-# profiled). The table prints the median over PAIRS pairs.
+# profiled). The table prints the median over PAIRS pairs, with the ratio of the target's
+# own CPU time (getrusage: what BPF costs it is charged to it), profiled / unprofiled.
 # LOAD=busy runs one CPU-bound process per CPU beside the target during every run.
+# TWIN=1 runs the two of a pair at the same time, one per CPU, instead of one after the
+# other: both see the same speed of this VM, which drifts by tens of percent from one
+# minute to the next (nupp-bpf's own CPU then competes with both; not with LOAD=busy).
 # usage: sudo tests/bench/bench_luacheck.sh [PAIRS] [FILES]   (from a built tree: build/)
 #        sudo LOAD=busy tests/bench/bench_luacheck.sh 5
+#        sudo TWIN=1 tests/bench/bench_luacheck.sh 5
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 NUPP=${NUPP_BPF:-$top/build/nupp-bpf}
@@ -20,6 +25,8 @@ LJ=${NUPP_LUAJIT:-$top/build/luajit/bin/luajit}
 PAIRS=${1:-5}
 FILES=${2:-600}
 LOAD=${LOAD:-quiet}
+TWIN=${TWIN:-0}
+[ "$TWIN" = 0 ] || [ "$LOAD" = quiet ] || { echo "bench: TWIN=1 runs without LOAD=busy" >&2; exit 1; }
 RUN="$top/tests/bench/workloads/luacheck_run.lua"
 [ "$(id -u)" = 0 ] || { echo "bench: run as root" >&2; exit 1; }
 
@@ -50,42 +57,52 @@ start_busy() {
 val() { awk -v k="$1" '$1 == k {print $2}' "$2"; }
 median() { sort -g | awk '{a[NR]=$1} END {if (!NR) print "nan"; else print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
 
-base() {
-  start_busy
+base_run() {
   "$LJ" "$RUN" --no-cache $(cat "$tmp/files") >/dev/null 2>"$tmp/base.err" || true
-  stop_busy
-  grep -q '^elapsed ' "$tmp/base.err" || { cat "$tmp/base.err" >&2; exit 1; }
 }
 
-prof() {
-  start_busy
+prof_run() {
   /usr/bin/time -f 'rusage %U %S' -o "$tmp/time" \
     "$NUPP" -v record -F 997 -o "$tmp/p.json" -- "$LJ" "$RUN" --no-cache $(cat "$tmp/files") \
     >/dev/null 2>"$tmp/prof.err" || true
-  stop_busy
+}
+
+checked() {
+  grep -q '^elapsed ' "$tmp/base.err" || { cat "$tmp/base.err" >&2; exit 1; }
   grep -q '^elapsed ' "$tmp/prof.err" && grep -q 'nupp-bpf: wrote' "$tmp/prof.err" ||
     { grep -v 'drain:\|walk lost\|not named\|prototype event' "$tmp/prof.err" >&2; exit 1; }
 }
 
+base() { start_busy; base_run; stop_busy; }
+prof() { start_busy; prof_run; stop_busy; }
+
 : >"$tmp/rows"
 for i in $(seq "$PAIRS"); do
-  if [ $((i % 2)) = 1 ]; then base; prof; else prof; base; fi
+  if [ "$TWIN" != 0 ]; then
+    base_run & b=$!
+    prof_run & p=$!
+    wait "$b" "$p"
+  elif [ $((i % 2)) = 1 ]; then base; prof; else prof; base; fi
+  checked
   wall=$(awk -v a="$(val elapsed "$tmp/prof.err")" -v b="$(val elapsed "$tmp/base.err")" 'BEGIN {print a / b}')
   tcpu=$(val cpu "$tmp/prof.err")
   ncpu=$(awk -v t="$tcpu" '/^rusage/ {print ($2 + $3 - t) / t * 100}' "$tmp/time")
   lost=$(awk '/nupp-bpf: wrote/ {for (i = 1; i <= NF; i++) { if ($i == "samples") s = $(i-1); if ($i == "lost") l = $(i+1) }
               gsub(/[^0-9]/, "", l); print l / (s + l) * 100}' "$tmp/prof.err")
   reads=$(awk '/process_vm_readv calls/ {print $(NF)}' "$tmp/prof.err" | sed 's,/s,,')
+  tratio=$(awk -v a="$tcpu" -v b="$(val cpu "$tmp/base.err")" 'BEGIN {print a / b}')
   echo "$wall $ncpu $lost $reads $(val nvcsw "$tmp/base.err") $(val nvcsw "$tmp/prof.err") \
-$(val elapsed "$tmp/base.err") $(val elapsed "$tmp/prof.err")" >>"$tmp/rows"
-  echo "pair $i: wall x$wall, nupp-bpf CPU $ncpu % of the target's, lost $lost %, $reads reads/s," \
-    "nvcsw $(val nvcsw "$tmp/base.err") -> $(val nvcsw "$tmp/prof.err")" >&2
+$(val elapsed "$tmp/base.err") $tratio" >>"$tmp/rows"
+  echo "pair $i: wall x$wall, target CPU x$tratio, nupp-bpf CPU $ncpu % of the target's, lost $lost %," \
+    "$reads reads/s, nvcsw $(val nvcsw "$tmp/base.err") -> $(val nvcsw "$tmp/prof.err")" >&2
   grep -E 'nupp-bpf: (wrote|warning)' "$tmp/prof.err" | sed 's/^/  /' >&2
 done
 
 col() { awk -v c="$1" '{print $c}' "$tmp/rows" | median; }
-echo "luacheck, $nfiles files, --no-cache, 997 Hz, samples + trace aborts, load: $LOAD; median of $PAIRS pairs"
-printf '%-12s %-12s %-10s %-12s %-10s %-14s %-12s\n' "wall ratio" "nupp CPU %" "lost %" "reads/s" \
-  "nvcsw base" "nvcsw profiled" "base wall s"
-printf '%-12.3f %-12.2f %-10.3f %-12.0f %-10.0f %-14.0f %-12.2f\n' "$(col 1)" "$(col 2)" "$(col 3)" \
-  "$(col 4)" "$(col 5)" "$(col 6)" "$(col 7)"
+pairing=$([ "$TWIN" != 0 ] && echo "at the same time" || echo "one after the other, alternating")
+echo "luacheck, $nfiles files, --no-cache, 997 Hz, samples + trace aborts, load: $LOAD; pairs run $pairing;" \
+  "median of $PAIRS pairs"
+printf '%-12s %-12s %-12s %-10s %-12s %-10s %-14s %-12s\n' "wall ratio" "target CPU" "nupp CPU %" "lost %" \
+  "reads/s" "nvcsw base" "nvcsw profiled" "base wall s"
+printf '%-12.3f %-12.3f %-12.2f %-10.3f %-12.0f %-10.0f %-14.0f %-12.2f\n' "$(col 1)" "$(col 8)" "$(col 2)" \
+  "$(col 3)" "$(col 4)" "$(col 5)" "$(col 6)" "$(col 7)"

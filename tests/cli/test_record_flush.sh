@@ -4,7 +4,9 @@
 # bounded in time, so -d 5 ends the recording on time and the first Ctrl-C writes the
 # profile within 1 s of the signal; no trace dies before its samples are named
 # (symbolize losses <= 1 %), and none is named as another (every frame under the main
-# chunk is one of the program's call graph, a tenth of them or more compiled).
+# chunk is one of the program's call graph, a tenth of them or more compiled). Traces are
+# copied at their first sample: never more copies than compiled samples, although the
+# program makes thousands of traces a second.
 # Times are taken from nupp-bpf's own stderr lines ("recording ...": attached and
 # sampling; "wrote ...": the profile is on disk), stamped as they arrive. Start-up (BPF
 # verification) and tear-down (uprobe detach) are outside these bounds: see README.
@@ -68,7 +70,7 @@ check_frames() {
 }
 
 # 1. -d 5: the recording ends 5 s after it began (drains bounded), the profile written.
-"$NUPP_BPF" record -F 997 -d 5 -o "$TMP/d.json" -- "$NUPP_LUAJIT" "$FLUSH" 60 >/dev/null 2>"$TMP/d.err" &
+"$NUPP_BPF" -v record -F 997 -d 5 -o "$TMP/d.json" -- "$NUPP_LUAJIT" "$FLUSH" 60 >/dev/null 2>"$TMP/d.err" &
 rec=$!
 t0=$(seen "$TMP/d.err" 'nupp-bpf: recording')
 t1=$(seen "$TMP/d.err" 'nupp-bpf: wrote')
@@ -82,6 +84,14 @@ echo "-d 5: $samples samples, symbolize $lost"
 [ "$samples" -gt 200 ] || fail "too few samples ($samples)"
 [ $((lost * 100)) -le "$samples" ] || fail "symbolize losses $lost > 1 % of $samples"
 check_frames "$TMP/d.json" "-d 5"
+# Each copy was made by a sample in the trace: at most the compiled samples reported,
+# and those lost (counted, not reported).
+read -r _ comp _ < <(frames "$TMP/d.json")
+lost_all=$(python3 -c 'import json,sys; print(sum(json.load(open(sys.argv[1]))["meta"]["lost"].values()))' "$TMP/d.json")
+copied=$(sed -n 's/^nupp-bpf: traces sampled: \([0-9]*\) copied by bpf.*/\1/p' "$TMP/d.err")
+echo "-d 5: $copied traces copied, $comp compiled samples, $lost_all lost"
+[ -n "$copied" ] && [ "$copied" -gt 0 ] || fail "-v printed no trace copies"
+[ "$copied" -le $((comp + lost_all)) ] || fail "$copied traces copied for $comp compiled samples (a copy is made at a sample)"
 
 # 2. The first Ctrl-C (SIGINT) writes the profile within 1 s; the command gets the
 # signal too and its status is passed on (LuaJIT's "interrupted!" error: 1).
