@@ -18,6 +18,7 @@
 # usage: sudo tests/bench/bench_luacheck.sh [PAIRS] [FILES]   (from a built tree: build/)
 #        sudo LOAD=busy tests/bench/bench_luacheck.sh 5
 #        sudo TWIN=1 tests/bench/bench_luacheck.sh 5
+#        sudo TWIN=1 ARGS=--no-aborts tests/bench/bench_luacheck.sh 5   (more record options)
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 NUPP=${NUPP_BPF:-$top/build/nupp-bpf}
@@ -26,6 +27,7 @@ PAIRS=${1:-5}
 FILES=${2:-600}
 LOAD=${LOAD:-quiet}
 TWIN=${TWIN:-0}
+ARGS=${ARGS:-}
 [ "$TWIN" = 0 ] || [ "$LOAD" = quiet ] || { echo "bench: TWIN=1 runs without LOAD=busy" >&2; exit 1; }
 RUN="$top/tests/bench/workloads/luacheck_run.lua"
 [ "$(id -u)" = 0 ] || { echo "bench: run as root" >&2; exit 1; }
@@ -63,7 +65,7 @@ base_run() {
 
 prof_run() {
   /usr/bin/time -f 'rusage %U %S' -o "$tmp/time" \
-    "$NUPP" -v record -F 997 -o "$tmp/p.json" -- "$LJ" "$RUN" --no-cache $(cat "$tmp/files") \
+    "$NUPP" -v record -F 997 $ARGS -o "$tmp/p.json" -- "$LJ" "$RUN" --no-cache $(cat "$tmp/files") \
     >/dev/null 2>"$tmp/prof.err" || true
 }
 
