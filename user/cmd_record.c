@@ -652,7 +652,7 @@ static void record_stats(struct nupp_sampler *smp, struct nupp_trace *tr)
 		return;
 	}
 	fprintf(stderr,
-		"nupp-bpf: bpf sampler (with trace copies) %llu runs, %.0f ns/run; trace %llu runs, %.0f ns/run; "
+		"nupp-bpf: bpf sampler %llu runs, %.0f ns/run (trace copies included); trace %llu runs, %.0f ns/run; "
 		"prototype events %llu runs, %.0f ns/run\n",
 		(unsigned long long)cnt, cnt ? (double)ns / cnt : 0.0, (unsigned long long)tcnt,
 		tcnt ? (double)tns / tcnt : 0.0, (unsigned long long)pcnt, pcnt ? (double)pns / pcnt : 0.0);
