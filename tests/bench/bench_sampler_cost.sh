@@ -62,8 +62,24 @@ cleanup() { sysctl -qw kernel.bpf_stats_enabled="$OLD_STATS"; rm -rf "$TMP"; }
 trap cleanup EXIT
 
 cflags=()
+# The LuaJIT layout version a build's tree exports (its sampler refuses any other).
+layout_version() {
+  local src
+  src=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' "$1/CMakeCache.txt" 2>/dev/null)
+  sed -n 's/^#define NUPP_LJ_LAYOUT_VERSION \([0-9]*\)u.*/\1/p' "$src/include/nupp/lj_layout.h" 2>/dev/null
+}
+
 if [ -n "$BASE" ]; then
   [ -f "$BASE/bpf/sampler.skel.h" ] || { echo "bench_sampler_cost.sh: no $BASE/bpf/sampler.skel.h" >&2; exit 1; }
+  # Both samplers run on this build's LuaJIT: a base of another layout version would refuse
+  # every sample and look free.
+  bv=$(layout_version "$BASE")
+  tv=$(layout_version "$BUILD")
+  [ -n "$bv" ] && [ "$bv" = "$tv" ] || {
+    echo "bench_sampler_cost.sh: $BASE exports LuaJIT layout version ${bv:-?}, $BUILD ${tv:-?}:" \
+      "its sampler would walk nothing on this build's LuaJIT (compare builds of one layout)" >&2
+    exit 1
+  }
   # The base skeleton under other C names; the object keeps its name (its map names).
   sed 's/sampler_bpf/base_bpf/g; s/SAMPLER_BPF/BASE_BPF/g; s/"base_bpf"/"sampler_bpf"/g' \
     "$BASE/bpf/sampler.skel.h" >"$TMP/base.skel.h"
