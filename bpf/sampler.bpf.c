@@ -524,8 +524,9 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 
 		if (n)
 			__sync_fetch_and_add(n, 1);
-		else if (bpf_map_update_elem(&lost_where, &where, &one, BPF_NOEXIST) && (n = bpf_map_lookup_elem(&lost_where, &where)))
-			__sync_fetch_and_add(n, 1);
+		else if (bpf_map_update_elem(&lost_where, &where, &one, BPF_NOEXIST) &&
+			 (n = bpf_map_lookup_elem(&lost_where, &where)))
+			__sync_fetch_and_add(n, 1); /* another CPU created it */
 		return smp_lose(buf, (__u32)s->w.result - 1);
 	}
 	if (zaddr && nupp_zone_read(zaddr, &zone))

@@ -376,7 +376,7 @@ fail:
 	return NULL;
 }
 
-/* Attaches the VM and trace lifetime probes of binary for pid (-1: every process). */
+/* Attaches the VM and prototype lifetime probes of binary for pid (-1: every process). */
 static int smp_attach_probes(struct nupp_sampler *s, const char *binary, pid_t pid)
 {
 	/* proto_free before vm_open: a VM seen opening has its prototype frees watched, which
@@ -473,7 +473,7 @@ int nupp_sampler_add_pid(struct nupp_sampler *s, pid_t pid)
 		return n;
 	if (n == 0)
 		return 0; /* no VM yet: vm_open (nupp_sampler_watch) fills it in */
-	/* Without the prototype and trace lifetime probes no name could be proven. */
+	/* Without the prototype lifetime probes no name could be proven. */
 	e = smp_attach_probes(s, vms[0].path, pid);
 	if (e)
 		return e;

@@ -219,7 +219,7 @@ struct nupp_lj_layout {
 	__u32 T_spadjust; /* uint16 */
 	__u32 pad5;
 
-	/* -- A trace's constants (version 6): trace_stop walks T->ir[nk..REF_TRUE) as
+	/* -- A trace's constants (version 6): the trace copy walks T->ir[nk..REF_TRUE) as
 	 * the GC does (lj_gc.c gc_traverse_trace) to find its function constants (IR_KGC
 	 * of type IRT_FUNC), without scanning its snapshot map. */
 	__u8 ir_t;       /* offset of the type byte (IRType1) in IRIns */

@@ -46,7 +46,7 @@ int nupp_sampler_set_zone_addr(struct nupp_sampler *s, pid_t pid, __u64 g, __u64
 /* Pauses (true) or resumes (false) recording; the timer keeps firing. */
 int nupp_sampler_pause(struct nupp_sampler *s, bool paused);
 
-/* Services ring buffers (VM and trace lifetime events) for up to timeout_ms. */
+/* Services ring buffers (VM and prototype lifetime events, trace copies) for up to timeout_ms. */
 int nupp_sampler_poll(struct nupp_sampler *s, int timeout_ms);
 
 /* Reads the BPF counts, names every frame and adds them to out (rows with zone path
