@@ -76,7 +76,6 @@ struct tr_entry {
 	struct tr_entry *next, **pnext; /* in its bucket (pnext: the pointer to it there) */
 	struct tr_entry *lprev, *lnext; /* in the list of all entries */
 	__u64 T, mcode;
-	__u64 g; /* the VM whose trace it is */
 	__u32 traceno, nsnap;
 	__u32 serial; /* with T, traceno and mcode: this incarnation of the trace */
 	/* The prototype generation of a sample taken while it lived: names the incarnations
@@ -118,7 +117,6 @@ struct nupp_traces {
 	struct tr_entry *efree;
 	struct tr_entry **echunks;
 	size_t nechunks;
-	__u64 ndecodes;
 	struct nupp_sym *sym; /* prototypes' copies, or NULL (nupp_traces_set_sym) */
 	/* Copy blocks freed, kept for the next copies (a target that compiles without pause
 	 * has thousands of traces sampled a second): per power-of-two size class, up to
@@ -963,7 +961,6 @@ static int tr_decode(struct nupp_traces *t, struct tr_dec *d)
 	size_t nfrs = 0, cap = 0, *at;
 	__u32 i;
 
-	t->ndecodes++;
 	e->mcofs = malloc((e->nsnap + 1) * sizeof(*e->mcofs));
 	e->snaps = malloc((e->nsnap + 1) * sizeof(*e->snaps));
 	at = malloc((e->nsnap + 1) * sizeof(*at));
@@ -1085,7 +1082,6 @@ static int tr_add(struct nupp_traces *t, __u64 g, __u64 T, __u32 traceno, __u32 
 	e = tr_entry_new(t, T, d.hdr, serial, born, start0, 0);
 	if (!e)
 		return -ENOMEM;
-	e->g = g;
 	d.e = e;
 	err = tr_hdr_sizes(t, &d, e->nsnap);
 	if (!err)
@@ -1135,7 +1131,6 @@ int nupp_traces_add_copy(struct nupp_traces *t, const void *data, size_t size)
 			 (size_t)ev->nfn * sizeof(*e->fns) + ev->size);
 	if (!e)
 		return -ENOMEM;
-	e->g = ev->h.g;
 	e->inline_raw = true;
 	e->fns = (struct nupp_smp_trace_fn *)e->blk;
 	e->raw = (unsigned char *)(e->fns + ev->nfn);
