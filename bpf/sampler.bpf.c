@@ -542,7 +542,7 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	 * no new stack. */
 	s->w.st.pgen = pgen;
 	/* A trace stack's hash holds the trace's serial: each incarnation is counted apart. */
-	key.stack = (nupp_walk_key(&s->w, 0) & ~NUPP_SMP_STACK_BUF) | (buf ? NUPP_SMP_STACK_BUF : 0);
+	key.stack = (nupp_walk_key(&s->w) & ~NUPP_SMP_STACK_BUF) | (buf ? NUPP_SMP_STACK_BUF : 0);
 	/* The first sample of a trace copies it, alive now, for userspace to name its
 	 * samples by (once per incarnation: the trace cache entry remembers it, and the
 	 * tcopied map across CPUs). */

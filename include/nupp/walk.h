@@ -393,16 +393,14 @@ NUPP_WALK_INLINE void nupp_walk_gen_add(struct nupp_walk *w, __u32 gen)
 	w->last_gen = gen;
 }
 
-/* The key of the stack of a finished walk: its frames, the incarnation of each Lua
- * frame's prototype (the free generations of their blocks: a prototype freed and another
- * made at its address gives another key, a free elsewhere does not) and, on a trace,
- * tgen, the includer's count of trace changes (a trace freed and another made at the
- * same addresses gives another key). */
-NUPP_WALK_INLINE __u64 nupp_walk_key(const struct nupp_walk *w, __u64 tgen)
+/* The key of the stack of a finished walk: its frames (on a trace, with the trace's
+ * serial: another trace made at the same addresses gives another key) and the
+ * incarnation of each Lua frame's prototype (the free generations of their blocks: a
+ * prototype freed and another made at its address gives another key, a free elsewhere
+ * does not). */
+NUPP_WALK_INLINE __u64 nupp_walk_key(const struct nupp_walk *w)
 {
-	__u64 h = nupp_walk_mix(w->hash, w->gmix);
-
-	return (w->st.flags & NUPP_SMP_F_TRACE) ? nupp_walk_mix(h, tgen) : h;
+	return nupp_walk_mix(w->hash, w->gmix);
 }
 
 /* Is pc the return PC (one past an instruction) inside bytecode [bc, bc + 4*sizebc)? */

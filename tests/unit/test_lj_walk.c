@@ -549,20 +549,21 @@ END_TEST
 
 START_TEST(walk_trace_caches_give_the_same_stack_with_fewer_reads)
 {
-	__u64 fm, ff, b0, b1, b2, leaf, pt_leaf, pt2, arr, T2, mcode, hash;
+	__u64 fm, ff, b0, b1, b2, leaf, pt_leaf, pt2, arr, T, T2, mcode, hash, key;
 	int pass;
 
 	setup();
 	mcode = A(0xc0000);
 	leaf = new_lua_fn(30, 20, &pt_leaf);
 	b2 = chain3(&fm, &ff, leaf, &b0, &b1);
-	on_trace3(b2, mcode, &arr);
+	T = on_trace3(b2, mcode, &arr);
 	{
 		struct nupp_walk_regs r = { .ip = mcode + 0x42, .rbx = 0x99, .rdx = 0x98, .r14 = 0 };
 
 		w.fc_tag = w.tc_tag = 0;
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 		hash = w.hash;
+		key = nupp_walk_key(&w);
 		saved = w.st;
 		/* filled, then hit: the trace from the trace cache, the start frame (no PC)
 		 * from the frame cache after its GCfunc is read again, its callers hit */
@@ -588,21 +589,21 @@ START_TEST(walk_trace_caches_give_the_same_stack_with_fewer_reads)
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 		ck_assert_int_eq(reads, 3);
 
-		/* trace 3 is freed and another trace takes its number and its machine code
-		 * (after a flush): it has the VM's newest serial, so it is read, and its
-		 * stack is another (the serial is part of its hash) */
-		T2 = alloc_obj(lo->T_size);
-		put64(arr + 8 * 3, T2);
-		put64(T2 + lo->T_mcode, mcode);
-		put32(T2 + lo->T_szmcode, 0x200);
-		put32(T2 + lo->T_serial, 9);
+		/* trace 3 is freed and another trace takes its address, number and machine
+		 * code (after a flush): it has the VM's newest serial, so it is read, and its
+		 * stack is another, told apart by the serial alone (part of its hash) */
+		put32(T + lo->T_serial, 9);
 		put32(g + lo->g_tserial, 9);
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
-		ck_assert_uint_eq(w.st.trace, T2);
+		ck_assert_uint_eq(w.st.trace, T);
 		ck_assert_uint_eq(w.st.tserial, 9);
 		ck_assert_uint_eq(w.st.mcofs, saved.mcofs);
 		ck_assert_uint_ne(w.hash, hash);
-		/* ... at another machine code address: ip is not in its code */
+		ck_assert_uint_ne(nupp_walk_key(&w), key);
+		/* ... at another address and machine code: ip is not in its code */
+		T2 = alloc_obj(lo->T_size);
+		put64(arr + 8 * 3, T2);
+		put32(T2 + lo->T_szmcode, 0x200);
 		put64(T2 + lo->T_mcode, mcode + 0x1000);
 		put32(T2 + lo->T_serial, 10);
 		put32(g + lo->g_tserial, 10);
@@ -1584,7 +1585,7 @@ START_TEST(walk_frame_cache_and_recursion_give_the_same_stack)
 		w.fc_tag = 0;
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 		hash = w.hash;
-		key = nupp_walk_key(&w, 0);
+		key = nupp_walk_key(&w);
 		saved = w.st;
 		/* filled, then hit: cached frames hand the recursion over to the repeat path
 		 * (the same stack key too) */
@@ -1594,7 +1595,7 @@ START_TEST(walk_frame_cache_and_recursion_give_the_same_stack)
 			ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 			check_recursion(60, pt_leaf, pt_rec);
 			ck_assert_uint_eq(w.hash, hash);
-			ck_assert_uint_eq(nupp_walk_key(&w, 0), key);
+			ck_assert_uint_eq(nupp_walk_key(&w), key);
 			ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
 		}
 		ck_assert_uint_gt(w.fc_hits, 0);
@@ -1608,7 +1609,8 @@ END_TEST
  * generation of its block: the same whatever path the walk took (cache off, filling,
  * hits, recursion), the same after a prototype freed elsewhere, another after a frame's
  * own prototype is freed and another made at its address with the same facts (the
- * frames then read the same, byte for byte); on a trace it holds the trace epoch too. */
+ * frames then read the same, byte for byte). On a trace it holds the trace's serial
+ * (walk_trace_caches_give_the_same_stack_with_fewer_reads). */
 START_TEST(walk_stack_key_moves_only_with_the_frames_prototypes)
 {
 	__u64 fns[8], pts[8], pt_leaf, leaf, b, key, key2, other = 0, a;
@@ -1631,17 +1633,15 @@ START_TEST(walk_stack_key_moves_only_with_the_frames_prototypes)
 
 		w.fc_tag = 0;
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
-		key = nupp_walk_key(&w, 0);
+		key = nupp_walk_key(&w);
 		saved = w.st;
 		ck_assert_uint_eq(w.st.depth, 11); /* leaf, 8 Lua, C, main */
 		ck_assert_uint_ne(key, w.hash);
-		/* not a trace: the trace epoch is not part of it */
-		ck_assert_uint_eq(nupp_walk_key(&w, 77), key);
 		/* filled, then hit: the same key */
 		w.fc_tag = (900ull << 22) | 2;
 		for (i = 0; i < 2; i++) {
 			ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
-			ck_assert_uint_eq(nupp_walk_key(&w, 0), key);
+			ck_assert_uint_eq(nupp_walk_key(&w), key);
 			ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
 		}
 		ck_assert_uint_gt(w.fc_hits, 0);
@@ -1649,11 +1649,11 @@ START_TEST(walk_stack_key_moves_only_with_the_frames_prototypes)
 		/* a prototype freed elsewhere: the same key, from the cache */
 		free_proto(other);
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
-		ck_assert_uint_eq(nupp_walk_key(&w, 0), key);
+		ck_assert_uint_eq(nupp_walk_key(&w), key);
 		ck_assert_uint_gt(w.fc_hits, 0);
 		w.fc_tag = 0;
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
-		ck_assert_uint_eq(nupp_walk_key(&w, 0), key);
+		ck_assert_uint_eq(nupp_walk_key(&w), key);
 
 		/* f[5]'s prototype freed and remade at its address with the same facts: the
 		 * same frames, another key, whether the frames come from the cache or not */
@@ -1661,24 +1661,20 @@ START_TEST(walk_stack_key_moves_only_with_the_frames_prototypes)
 		free_proto(pts[5]);
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 		ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
-		key2 = nupp_walk_key(&w, 0);
+		key2 = nupp_walk_key(&w);
 		ck_assert_uint_ne(key2, key);
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 		ck_assert_uint_gt(w.fc_hits, 0);
-		ck_assert_uint_eq(nupp_walk_key(&w, 0), key2);
+		ck_assert_uint_eq(nupp_walk_key(&w), key2);
 		w.fc_tag = 0;
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
-		ck_assert_uint_eq(nupp_walk_key(&w, 0), key2);
+		ck_assert_uint_eq(nupp_walk_key(&w), key2);
 
 		/* the leaf's (the frame a sample starts from) likewise */
 		free_proto(pt_leaf);
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
-		ck_assert_uint_ne(nupp_walk_key(&w, 0), key2);
-		ck_assert_uint_ne(nupp_walk_key(&w, 0), key);
-
-		/* a trace stack: another trace epoch is another key */
-		w.st.flags |= NUPP_SMP_F_TRACE;
-		ck_assert_uint_ne(nupp_walk_key(&w, 5), nupp_walk_key(&w, 6));
+		ck_assert_uint_ne(nupp_walk_key(&w), key2);
+		ck_assert_uint_ne(nupp_walk_key(&w), key);
 	}
 	w.fc_tag = 0;
 }
