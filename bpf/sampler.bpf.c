@@ -1,7 +1,8 @@
 // SPDX-License-Identifier: GPL-2.0
 /* The sampler channel: CPU-clock perf_event samples of LuaJIT stacks and VM states,
- * aggregated in the kernel per (tgid, thread, zone, stack); VM and prototype lifetime from
- * USDT; each trace copied at its first sample. */
+ * aggregated in the kernel per (tgid, thread, zone, stack); VM lifetime and the frees of
+ * prototypes met by samples from USDT; each trace copied, and each prototype watched,
+ * at its first sample. */
 #include "vmlinux.h"
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
@@ -17,10 +18,14 @@
 struct nupp_walk_fc;
 static __always_inline struct nupp_walk_fc *smp_fc_entry(__u32 i);
 /* The free generations of target memory blocks: global data, bumped by luajit:proto_free
- * on the freeing CPU, read by every CPU's walks (all processes share it). */
+ * (of a prototype met) on the freeing CPU, read by every CPU's walks (all processes
+ * share it). */
 #define NUPP_WALK_PGEN 16384
 #define NUPP_WALK_PGEN_AT(w, i) (*(volatile __u32 *)&pfree_gen[(i) & (NUPP_WALK_PGEN - 1)])
 __u32 pfree_gen[NUPP_WALK_PGEN];
+/* The prototypes of a walk's frames are noted, to be watched once the walk gave a stack
+ * (smp_walk_settle), so their frees are reported. */
+#define NUPP_WALK_WATCH 1
 #include "nupp/walk.h"
 #include "nupp/zone_abi.h"
 
@@ -68,6 +73,8 @@ struct nupp_smp_inflight inflight[NUPP_SMP_MAX_CPUS] __attribute__((aligned(64))
 __u64 fc_epoch = 1;
 /* Outcomes of the trace copies made at a trace's first sample (enum nupp_smp_tcopy). */
 __u64 tcopy[NUPP_SMP_TC_N] = {};
+/* Prototypes watched (smp_proto_watch), and frees of watched prototypes reported. */
+__u64 pwatched = 0, pfreed = 0;
 _Static_assert((NUPP_SMP_TC_N & (NUPP_SMP_TC_N - 1)) == 0, "tcopy[] is indexed by a mask");
 
 /* -- Maps (sizes set at run time by user/sampler.c) ------------------------------ */
@@ -98,6 +105,8 @@ struct smp_scratch {
 	struct nupp_walk w;
 	struct nupp_lj_layout lo;
 	__u32 lo_tgid; /* process whose layout lo is */
+	__u32 met_tgid; /* the sample's process, VM and prototype generation (smp_proto_met) */
+	__u64 met_g, met_pgen;
 };
 
 struct {
@@ -157,6 +166,21 @@ struct {
 	__type(value, struct smp_proto_buf);
 } proto_buf SEC(".maps");
 
+/* Per-CPU scratch of a prototype watched by a sample (smp_proto_watch): its own, since a
+ * sample can interrupt luajit:proto_free's program on the CPU (uprobe programs do not
+ * keep perf_event programs out), whose event is being built in proto_buf. */
+struct smp_seen_buf {
+	struct nupp_smp_proto_event h;
+	__u8 data[NUPP_SMP_CHUNK_MAX];
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
+	__uint(max_entries, 1);
+	__type(key, __u32);
+	__type(value, struct smp_seen_buf);
+} seen_buf SEC(".maps");
+
 /* What the walks did (enum nupp_smp_wstat), per CPU: for diagnosis. */
 struct smp_wstat {
 	__u64 v[NUPP_SMP_WS_N];
@@ -201,7 +225,43 @@ struct {
 	__type(value, __u32);
 } tcopied SEC(".maps");
 
+/* Prototypes watched: those a sample or a trace copy has met (a sample's frame, a
+ * trace's function) since they were made. luajit:proto_free reports the free of a
+ * watched prototype only (with its copy and a new generation): userspace can only hold
+ * names of prototypes met, and a prototype no sample met costs its free a read of
+ * pseen_n. A prototype is watched from the first sample that names it (before it is
+ * counted) until its free. (The entries of a process that exits without freeing its
+ * prototypes stay: a later process with its PID misses the names of the prototypes at
+ * those addresses sent at first samples, and is named while alive.) Preallocated: a
+ * trace copy watches its functions in one run of the program, more than a map
+ * allocating as it goes can give it (its per-CPU cache refills between runs). */
+struct smp_pseen_key {
+	__u32 tgid;
+	__u32 pad;
+	__u64 pt; /* GCproto* */
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_HASH);
+	__uint(max_entries, NUPP_SMP_PSEEN_MAX);
+	__type(key, struct smp_pseen_key);
+	__type(value, __u8);
+} pseen SEC(".maps");
+
+/* How many watched prototypes hash to each slot (smp_pseen_slot): a free whose slot holds
+ * none was of no watched prototype, found without a lookup of pseen (whose buckets span
+ * megabytes: one lookup there cost a luajit:proto_free 300 ns, most of it a miss of the
+ * TLB and the cache). Small: a slot is one cache line of a few pages. */
+#define SMP_PSEEN_SLOTS 1024
+__u32 pseen_n[SMP_PSEEN_SLOTS];
+
+static __always_inline __u32 smp_pseen_slot(__u32 tgid, __u64 pt)
+{
+	return (__u32)((((pt >> 3) ^ tgid) * 0x9e3779b97f4a7c15ull) >> 54) & (SMP_PSEEN_SLOTS - 1);
+}
+
 __noinline int smp_trace_copy_send(__u32 tgid, __u64 pgen);
+__noinline int smp_proto_watch(__u32 tgid, __u64 g, __u64 pt, __u64 pgen);
 
 /* -- Sampling ------------------------------------------------------------------- */
 
@@ -310,6 +370,42 @@ static long smp_walk_cb(__u32 i, void *ctx)
 	return smp_walk_frame() ? 1 : 0;
 }
 
+/* bpf_loop callback: settles prototype note i of this CPU's walk (smp_walk_settle). */
+static long smp_settle_cb(__u32 i, void *ctx)
+{
+	__u32 zero = 0, ok = *(int *)ctx;
+	struct smp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	struct nupp_walk_met *m;
+	struct nupp_walk_fc *c;
+
+	if (!s || i >= s->w.nmet || i >= NUPP_WALK_MET)
+		return 1;
+	m = &s->w.met[i & (NUPP_WALK_MET - 1)];
+	if (ok && !smp_proto_watch(s->met_tgid, s->met_g, m->pt, s->met_pgen))
+		return 0;
+	if (ok)
+		s->w.unwatched = 1;
+	/* Not proven (a failed walk), or not watched: its cache entry is dropped. */
+	if (m->key) {
+		c = nupp_walk_fc_look(&s->w, s->w.fc_tag, m->fn, m->key, 0);
+		if (c && c->proto == m->pt)
+			c->tag = 0;
+	}
+	return 0;
+}
+
+/* After a walk of this CPU's scratch: when it gave a stack (ok), the prototypes of the
+ * frames it read are watched (one that cannot be loses the sample: w.unwatched); else
+ * they are not (its frames are not proven), and the cache entries it filled are dropped.
+ * A global function: verified once. */
+__noinline int smp_walk_settle(int ok)
+{
+	int k = ok ? 1 : 0;
+
+	bpf_loop(NUPP_WALK_MET, smp_settle_cb, &k, 0);
+	return 0;
+}
+
 /* One walk of the stack of VM g on the sampled thread (registers r) into this CPU's
  * scratch, whose layout and cache tags are set, from the start base how; sets *vmstate
  * once the VM's state is read. Returns 1 when the walk gave a stack, else 0 (the result
@@ -338,6 +434,8 @@ __noinline int smp_walk_try(const struct nupp_walk_regs *r, __u64 g, __u32 how, 
 		nupp_walk_cut(&s->w); /* out of iterations: a cut stack */
 	if (s->w.result == NUPP_WALK_DONE && !s->w.st.depth)
 		s->w.result = NUPP_WALK_BAD_FRAME; /* no frame at all is not a stack */
+	if (s->w.nmet)
+		smp_walk_settle(s->w.result == NUPP_WALK_DONE);
 	smp_wstat_walk(&s->w);
 	return s->w.result == NUPP_WALK_DONE;
 }
@@ -474,7 +572,8 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	/* No VM known yet (before vm_open, or a process that is not LuaJIT yet). */
 	if (!p->layout_ok)
 		return smp_host(buf, tgid, tid, r.ip);
-	/* Frees happen on the VM's own thread, never during this sample of it. */
+	/* Frees happen on the VM's own thread: a sample of it may interrupt luajit:proto_free's
+	 * program, but the prototype being freed is in no frame of the thread's stack. */
 	pgen = p->pgen;
 	pfrees = p->pfrees;
 	vi = smp_pick_vm(p, &r, tid, &g);
@@ -497,11 +596,16 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	/* tgid < 2^22 (PID_MAX_LIMIT): the tag names the process, the epoch and the
 	 * count of frees past what an entry keeps of it. */
 	s->w.fc_tag = nupp_walk_fc_tag(fc_epoch, tgid, pfrees);
-	/* Frees happen on the VM's thread, not during this sample: entries filled (or
-	 * checked) at this count of prototype frees name no prototype freed since. */
+	/* Frees happen on the VM's thread, and none of a prototype of this stack during this
+	 * sample: entries filled (or checked) at this count of prototype frees name no
+	 * prototype freed since. */
 	s->w.fc_pg = pfrees;
 	/* Trace cache entries hold the VM's newest trace serial (include/nupp/walk.h). */
 	s->w.tc_tag = (fc_epoch << 22) | (tgid & 0x3fffff);
+	/* For the walker's hook: the prototypes it meets are watched at this generation. */
+	s->met_tgid = tgid;
+	s->met_g = g;
+	s->met_pgen = pgen;
 	if (time_stats)
 		t0 = bpf_ktime_get_ns();
 	vmstate = smp_walk(s, &r, g);
@@ -529,6 +633,10 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 			__sync_fetch_and_add(n, 1); /* another CPU created it */
 		return smp_lose(buf, (__u32)s->w.result - 1);
 	}
+	/* A prototype of the stack could not be watched (pseen full): its free would not be
+	 * reported, so no name could be proven. */
+	if (s->w.unwatched)
+		return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
 	if (zaddr && nupp_zone_read(zaddr, &zone))
 		return smp_lose(buf, NUPP_SMP_LOST_READ_FAULT);
 	key.tgid = tgid | (buf ? NUPP_SMP_TGID_BUF : 0);
@@ -794,34 +902,51 @@ static __always_inline __u64 smp_proto_wakeup(void)
 }
 
 /* Fills the prototype event header from pt's fingerprint; 0 or -1. */
-static __always_inline int smp_proto_head(struct smp_proto_buf *b, struct nupp_smp_proc *p, __u32 kind,
+static __always_inline int smp_proto_head(struct nupp_smp_proto_event *h, struct nupp_smp_proc *p, __u32 kind,
 					  __u32 tgid, __u64 g, __u64 pt)
 {
-	b->h.kind = kind;
-	b->h.tgid = tgid;
-	b->h.g = g;
-	b->h.pt = pt;
-	b->h.full = 0;
-	b->h.size = 0;
-	if (bpf_probe_read_user(&b->h.chunkname, 8, (const void *)(pt + p->lo.pt_chunkname)) ||
-	    bpf_probe_read_user(&b->h.firstline, 4, (const void *)(pt + p->lo.pt_firstline)) ||
-	    bpf_probe_read_user(&b->h.sizebc, 4, (const void *)(pt + p->lo.pt_sizebc)))
+	h->kind = kind;
+	h->tgid = tgid;
+	h->g = g;
+	h->pt = pt;
+	h->full = 0;
+	h->size = 0;
+	if (bpf_probe_read_user(&h->chunkname, 8, (const void *)(pt + p->lo.pt_chunkname)) ||
+	    bpf_probe_read_user(&h->firstline, 4, (const void *)(pt + p->lo.pt_firstline)) ||
+	    bpf_probe_read_user(&h->sizebc, 4, (const void *)(pt + p->lo.pt_sizebc)))
 		return -1;
 	return 0;
 }
 
-/* luajit:proto_new(g, pt): a prototype is complete and its chunk name alive: its name is
- * sent now, for the day it dies before userspace has named it. */
-SEC("usdt")
-int BPF_USDT(nupp_smp_proto_new, __u64 g, __u64 pt)
+/* Watches prototype pt of VM g in process tgid, alive now (a sample's frame, or a
+ * function of a trace being copied), at the sample's generation pgen: the first time
+ * (since its last free) it enters pseen and its fingerprint and chunk name are sent, for
+ * the day it dies before userspace has named it (its free reports its copy, but its chunk
+ * name may be swept first). Returns 0 when pt is watched, -1 when it cannot be (pseen
+ * full). A global function: verified once. */
+__noinline int smp_proto_watch(__u32 tgid, __u64 g, __u64 pt, __u64 pgen)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, len = 0, n;
-	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
-	struct smp_proto_buf *b = bpf_map_lookup_elem(&proto_buf, &zero);
+	struct smp_pseen_key k = { .tgid = tgid, .pt = pt };
+	struct nupp_smp_proc *p;
+	struct smp_seen_buf *b;
+	__u32 zero = 0, len = 0, n;
+	__u8 one = 1;
+	long err;
 
-	if (!p || !b || !p->layout_ok || smp_proto_head(b, p, NUPP_SMP_EV_PROTO_NEW, tgid, g, pt))
+	if (bpf_map_lookup_elem(&pseen, &k))
 		return 0;
-	b->h.pgen = p->pgen;
+	err = bpf_map_update_elem(&pseen, &k, &one, BPF_NOEXIST);
+	if (err)
+		return err == -17 /* EEXIST: another CPU's */ ? 0 : -1;
+	/* Counted after the entry is in (a full barrier): a free that finds its slot empty
+	 * follows no watch of its prototype. */
+	__sync_fetch_and_add(&pseen_n[smp_pseen_slot(tgid, pt)], 1);
+	__sync_fetch_and_add(&pwatched, 1);
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	b = bpf_map_lookup_elem(&seen_buf, &zero);
+	if (!p || !b || !p->layout_ok || smp_proto_head(&b->h, p, NUPP_SMP_EV_PROTO_NEW, tgid, g, pt))
+		return 0;
+	b->h.pgen = pgen;
 	if (bpf_probe_read_user(&len, 4, (const void *)(b->h.chunkname + p->lo.str_len)))
 		return 0;
 	n = len < NUPP_SMP_CHUNK_MAX ? len : NUPP_SMP_CHUNK_MAX;
@@ -829,7 +954,7 @@ int BPF_USDT(nupp_smp_proto_new, __u64 g, __u64 pt)
 		return 0;
 	b->h.full = len;
 	b->h.size = n;
-	/* Lost (ring buffer full): a prototype unknown at birth is named while alive only. */
+	/* Lost (ring buffer full): a prototype is named while alive only. */
 	bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup());
 	return 0;
 }
@@ -912,15 +1037,20 @@ static __always_inline void smp_pfree_bump(__u64 pt)
 	__sync_fetch_and_add(&pfree_gen[nupp_walk_pgen_slot(pt)], 1);
 }
 
-/* luajit:proto_free(g, pt): a prototype dies. Its generation ends (samples taken before saw
- * this incarnation); its allocation, intact until after this probe, is sent as it is; and
- * the frame cache entries that lie in it are dropped (smp_pfree_bump). */
+/* luajit:proto_free(g, pt): a prototype dies. When it was watched (a sample or a trace
+ * copy met it), its generation ends (samples taken before saw this incarnation), the
+ * frame cache entries that lie in it are dropped (smp_pfree_bump), and its allocation,
+ * intact until after this probe, is sent as it is. One no sample met costs a lookup and
+ * a read of pseen_n: no cache entry or name can be of it (entries are filled only for
+ * prototypes watched). */
 SEC("usdt")
-int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
+int nupp_smp_proto_free(struct pt_regs *ctx)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, sizept = 0, n;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, sizept = 0, n, slot;
 	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
-	struct smp_proto_buf *b = bpf_map_lookup_elem(&proto_buf, &zero);
+	struct smp_pseen_key k = { .tgid = tgid };
+	struct smp_proto_buf *b;
+	long g = 0, pt = 0;
 	__u64 gen;
 
 	if (!p)
@@ -931,27 +1061,38 @@ int BPF_USDT(nupp_smp_proto_free, __u64 g, __u64 pt)
 		__sync_fetch_and_add(&fc_epoch, 1);
 		return 0;
 	}
-	if (bpf_probe_read_user(&sizept, 4, (const void *)(pt + p->lo.pt_sizept)))
-		sizept = 0;
+	if (bpf_usdt_arg(ctx, 1, &pt))
+		goto lost;
+	k.pt = (__u64)pt;
+	/* Watched before any sample named it, on this VM's thread (frees run there too). */
+	slot = smp_pseen_slot(tgid, k.pt);
+	if (!*(volatile __u32 *)&pseen_n[slot] || !bpf_map_lookup_elem(&pseen, &k))
+		return 0;
+	if (bpf_map_delete_elem(&pseen, &k) == 0)
+		__sync_fetch_and_add(&pseen_n[slot], -1);
+	__sync_fetch_and_add(&pfreed, 1);
 	/* The block's generation first, then the count (both full barriers): a sample
 	 * that reads the new count finds the block bumped. */
-	smp_pfree_bump(pt);
+	smp_pfree_bump(k.pt);
 	__sync_fetch_and_add(&p->pfrees, 1);
 	gen = __sync_fetch_and_add(&p->pgen, 1) + 1;
-	if (!b)
+	b = bpf_map_lookup_elem(&proto_buf, &zero);
+	if (!b || bpf_usdt_arg(ctx, 0, &g))
 		goto lost;
-	if (smp_proto_head(b, p, NUPP_SMP_EV_PROTO_FREE, tgid, g, pt) || !sizept)
+	if (bpf_probe_read_user(&sizept, 4, (const void *)(k.pt + p->lo.pt_sizept)))
+		sizept = 0;
+	if (smp_proto_head(&b->h, p, NUPP_SMP_EV_PROTO_FREE, tgid, (__u64)g, k.pt) || !sizept)
 		goto lost;
 	b->h.pgen = gen;
 	n = sizept < NUPP_SMP_PT_MAX ? sizept : NUPP_SMP_PT_MAX;
-	if (bpf_probe_read_user(b->data, n, (const void *)pt))
+	if (bpf_probe_read_user(b->data, n, (const void *)k.pt))
 		goto lost;
 	b->h.full = sizept;
 	b->h.size = n;
 	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup()) == 0) {
 		/* lua_close: the strings its constants name die after every prototype. */
-		if (smp_vm_gone(p, g))
-			smp_kstr(b, p, pt);
+		if (smp_vm_gone(p, (__u64)g))
+			smp_kstr(b, p, k.pt);
 		return 0;
 	}
 lost:
@@ -978,6 +1119,7 @@ struct smp_trace_buf {
 	__u32 fn_gct, fn_ffid, fn_pc, fn_cf, fn_span;
 	__u32 pt_size, pt_chunkname, pt_firstline, pt_sizebc, pt_sizept;
 	__u8 gct_func, ff_lua, ff_c, fr2;
+	__u8 unwatched; /* a function's prototype could not be watched (smp_proto_watch) */
 	__u64 gcvmask;
 	__u64 ptc_tag, ptc_pfrees; /* what a trace_ptc entry must hold to be used */
 };
@@ -1162,6 +1304,11 @@ proto:
 		return 0;
 	slot = (__u32)(((f->ptr >> 3) * 0x9e3779b97f4a7c15ull) >> 55) & (SMP_PTC_ENTRIES - 1);
 	c = bpf_map_lookup_elem(&trace_ptc, &slot);
+	/* Its free reported from now on: userspace decodes the trace with its copy. */
+	if (smp_proto_watch(b->ev.h.tgid, b->ev.h.g, f->ptr, b->ev.h.pgen)) {
+		b->unwatched = 1;
+		return 1;
+	}
 	if (c && c->tag == b->ptc_tag && c->pfrees == b->ptc_pfrees && c->pt == f->ptr) {
 		f->chunkname = c->chunkname;
 		f->firstline = c->firstline;
@@ -1265,8 +1412,9 @@ static __always_inline __u32 smp_trace_copy_all(struct smp_trace_buf *b, const s
 	if (b->ev.nfn > NUPP_SMP_TRACE_FNS)
 		return NUPP_SMP_TC_FNS;
 	b->fn[(b->ev.nfn - 1) & (NUPP_SMP_TRACE_FNS - 1)].ptr = smp_tb_get(b->ev.data, lo->T_startpt, 512, 8);
+	b->unwatched = 0;
 	bpf_loop(NUPP_SMP_TRACE_FNS, smp_trace_fn_cb, NULL, 0);
-	return NUPP_SMP_TC_COPIED;
+	return b->unwatched ? NUPP_SMP_TC_UNWATCHED : NUPP_SMP_TC_COPIED;
 }
 
 /* Copies trace T and names its functions (smp_trace_copy_all); returns the outcome. One
@@ -1328,6 +1476,8 @@ __noinline int smp_trace_copy_send(__u32 tgid, __u64 pgen)
 	if (root && !bpf_probe_read_user(&arr, 8, (const void *)(g + (__s64)s->lo.gg_g2j + s->lo.J_trace)) && arr &&
 	    !bpf_probe_read_user(&R, 8, (const void *)(arr + 8ull * root)) && R)
 		bpf_probe_read_user(&b->ev.start0, 8, (const void *)(R + s->lo.T_startpt));
+	if (b->ev.start0 && smp_proto_watch(tgid, g, b->ev.start0, pgen))
+		return NUPP_SMP_TC_UNWATCHED;
 	/* The function table after the trace (all of them: nfn <= NUPP_SMP_TRACE_FNS;
 	 * tested again as the bound of the read below). */
 	nfn = b->ev.nfn;

@@ -25,7 +25,7 @@ _Static_assert(NUPP_SMP_LOST_NO_VM == NUPP_LOST_NO_VM && NUPP_SMP_LOST_READ_FAUL
 
 #define SMP_MAX_CPUS 1024
 #define SMP_MAX_ATTACH 32
-#define SMP_PROBES 4
+#define SMP_PROBES 3
 
 /* One target process and its per-process name caches. */
 struct smp_target {
@@ -46,7 +46,7 @@ struct smp_target {
 		int ok;     /* what it stored: NUPP_SMP_SYNC_* */
 	} sites[64];
 	int nsites;
-	/* Prototypes born that may be read at once (nupp_sym_prefetch), refilled with time. */
+	/* Prototypes met that may be read at once (nupp_sym_prefetch), refilled with time. */
 	double pf_tokens;
 	__u64 pf_us;
 };
@@ -86,7 +86,7 @@ struct nupp_sampler {
 /* Events a drain handles before it names (and between naming rounds): all of them,
  * unless the target sends faster than they are read. */
 #define SMP_DRAIN_EVENTS 65536
-/* Prototypes born read at once a second at most (smp_prefetch). */
+/* Prototypes met read at once a second at most (smp_prefetch). */
 #define SMP_PREFETCH_RATE 4096
 /* Returned by the ring buffer callback when the poll's budget is spent. */
 #define SMP_EV_BUDGET (-EOVERFLOW)
@@ -157,7 +157,7 @@ static struct smp_target *smp_target(struct nupp_sampler *s, pid_t pid)
 
 static int smp_target_ready(struct nupp_sampler *s, struct smp_target *t);
 
-/* A prototype born or freed: the symbolizer learns which incarnation a generation saw. */
+/* A prototype met or freed: the symbolizer learns which incarnation a generation saw. */
 static void smp_on_proto(struct nupp_sampler *s, struct smp_target *t, const struct nupp_smp_proto_event *ev,
 			 size_t size)
 {
@@ -380,12 +380,12 @@ fail:
 static int smp_attach_probes(struct nupp_sampler *s, const char *binary, pid_t pid)
 {
 	/* proto_free before vm_open: a VM seen opening has its prototype frees watched, which
-	 * its samples' frame cache relies on (bpf/sampler.bpf.c). Traces need no probe: the
-	 * first sample of each copies it, and its serial names it. */
-	static const char *const names[SMP_PROBES] = { "proto_free", "proto_new", "vm_close", "vm_open" };
+	 * its samples' frame cache relies on (bpf/sampler.bpf.c). Traces and prototypes are
+	 * made without a probe: the first sample that meets one copies (a trace) or watches
+	 * it (a prototype, whose free is then reported). */
+	static const char *const names[SMP_PROBES] = { "proto_free", "vm_close", "vm_open" };
 	struct bpf_program *progs[SMP_PROBES] = {
 		s->skel->progs.nupp_smp_proto_free,
-		s->skel->progs.nupp_smp_proto_new,
 		s->skel->progs.nupp_smp_vm_close,
 		s->skel->progs.nupp_smp_vm_open,
 	};
@@ -532,7 +532,7 @@ int nupp_sampler_pause(struct nupp_sampler *s, bool paused)
 	return 0;
 }
 
-/* Reads the prototypes born since the last poll while they live, SMP_PREFETCH_RATE a
+/* Reads the prototypes met since the last poll while they live, SMP_PREFETCH_RATE a
  * second at most (a target that makes prototypes without pause has most of them read
  * when a sample needs them). */
 static void smp_prefetch(struct nupp_sampler *s)
@@ -1364,14 +1364,12 @@ int nupp_sampler_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cn
 	return smp_prog_stats(s->skel->progs.nupp_sample, run_time_ns, run_cnt);
 }
 
-/* Kernel cost so far of the prototype lifetime programs (luajit:proto_new, proto_free). */
+/* Kernel cost so far of the prototype lifetime program (luajit:proto_free; a prototype
+ * is watched by the sample that meets it first, in the sampling program). */
 int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt)
 {
-	int e;
-
 	*run_time_ns = *run_cnt = 0;
-	e = smp_prog_stats(s->skel->progs.nupp_smp_proto_new, run_time_ns, run_cnt);
-	return e ? e : smp_prog_stats(s->skel->progs.nupp_smp_proto_free, run_time_ns, run_cnt);
+	return smp_prog_stats(s->skel->progs.nupp_smp_proto_free, run_time_ns, run_cnt);
 }
 
 /* Outcomes of the trace copies made at first samples so far (the BPF tcopy[] counters). */
@@ -1381,6 +1379,16 @@ int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n)
 
 	for (i = 0; i < n; i++)
 		counts[i] = i < NUPP_SMP_TC_N ? __atomic_load_n(&s->skel->bss->tcopy[i], __ATOMIC_RELAXED) : 0;
+	return 0;
+}
+
+/* Prototypes watched so far (met by a sample or a trace copy: each is named by its
+ * first sample's event), and frees of watched prototypes reported (the others cost their
+ * free one lookup). */
+int nupp_sampler_proto_counts(struct nupp_sampler *s, __u64 *watched, __u64 *freed)
+{
+	*watched = __atomic_load_n(&s->skel->bss->pwatched, __ATOMIC_RELAXED);
+	*freed = __atomic_load_n(&s->skel->bss->pfreed, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -1412,7 +1420,7 @@ int nupp_sampler_walk_stats(struct nupp_sampler *s, __u64 *counts, size_t n)
 const char *nupp_sampler_tcopy_name(int i)
 {
 	static const char *const names[NUPP_SMP_TC_N] = {
-		[NUPP_SMP_TC_COPIED] = "copied",     [NUPP_SMP_TC_NOLAYOUT] = "noLayout",
+		[NUPP_SMP_TC_COPIED] = "copied",     [NUPP_SMP_TC_UNWATCHED] = "unwatched",
 		[NUPP_SMP_TC_HDRFAULT] = "hdrFault", [NUPP_SMP_TC_SHAPE] = "shape",
 		[NUPP_SMP_TC_TOOBIG] = "tooBig",     [NUPP_SMP_TC_FAULT] = "readFault",
 		[NUPP_SMP_TC_FNS] = "tooManyFns",    [NUPP_SMP_TC_RINGFULL] = "ringFull",

@@ -42,7 +42,7 @@ void nupp_sym_free(struct nupp_sym *s);
 /* Gives it a vectored reader (one system call for many ranges); without one, the ranges
  * of a vectored read are read one by one. */
 void nupp_sym_set_readv(struct nupp_sym *s, nupp_readv_fn readv);
-/* Reads up to max of the prototypes born since the last call (their allocations and
+/* Reads up to max of the prototypes met since the last call (their allocations and
  * string constants, in three vectored reads) while they live; the others are read when a
  * sample needs them. Returns how many were read. */
 int nupp_sym_prefetch(struct nupp_sym *s, int max);
@@ -58,13 +58,15 @@ int nupp_sym_set_frames(struct nupp_sym *s, struct nupp_frame_table *t);
 /* Names one frame given its caller (NULL if none) into buf; 0 or -errno. */
 int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const struct nupp_smp_frame *caller,
 		   __u64 pgen, char *buf, size_t size);
-/* Prototype lifetimes (luajit:proto_new and proto_free events, in the order sent), so a
- * frame is named from the incarnation of its address that its sample saw:
- * pt was born at generation pgen with chunk name name[len] (cut if len < full). */
+/* Prototype lifetimes (the sampler's events, in the order sent), so a frame is named from
+ * the incarnation of its address that its sample saw: pt, alive, was met by a sample (or
+ * a trace copy) of generation pgen for the first time since it was made, with chunk name
+ * name[len] (cut if len < full); every sample of it is of generation pgen or later. */
 int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
 		  const char *name, __u32 len, __u32 full);
-/* pt died, ending generation pgen; mem[size] is its allocation (sizept bytes) as it was,
- * cut if size < sizept. */
+/* pt, met before, died, ending generation pgen (generations count the frees of
+ * prototypes met); mem[size] is its allocation (sizept bytes) as it was, cut if
+ * size < sizept. */
 int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
 		   const void *mem, __u32 size, __u32 sizept);
 /* The string constants of pt as it died at generation pgen (struct nupp_smp_kstr

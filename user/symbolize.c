@@ -47,7 +47,7 @@ static const char *const sym_varnames[] = {
  * the GCstr header and this many bytes of its text; a longer one is read alone. */
 #define SYM_KSTR_BULK 2048
 #define SYM_KSTR_HEAD 48
-/* Prototypes born since the last prefetch that are queued to be read (more are read when
+/* Prototypes met since the last prefetch that are queued to be read (more are read when
  * a sample needs them), and the ranges of one prefetch's read of string constants. */
 #define SYM_BORN_MAX 4096
 #define SYM_PREFETCH_SEGS 8192
@@ -61,8 +61,8 @@ struct sym_kstr_entry {
 
 /* One incarnation of a prototype at an address: the samples of generations [lo, hi) saw
  * it (hi = SYM_ALIVE while no free is known). Its allocation is copied from the target
- * while it is alive, or from its luajit:proto_free event; its module from its
- * luajit:proto_new event, or read while it is alive. */
+ * while it is alive, or from its luajit:proto_free event; its module from the event of
+ * the first sample that met it, or read while it is alive. */
 struct sym_proto {
 	struct sym_proto *next;
 	__u64 pt, lo, hi;
@@ -74,6 +74,7 @@ struct sym_proto {
 	bool live_module; /* module[] was read from the target, not sent at birth */
 	bool unusable;    /* its events were lost, or its copy is cut: it names nothing */
 	bool mem_live;    /* mem was read from the target (not sent by its free event) */
+	bool unwatched;   /* read for a trace no sample copied: its free may not be reported */
 	__u64 live_drain; /* drain in which mem or module[] was read from the target, 0 never */
 	/* String constants read from the target while it was alive (a freed prototype's may
 	 * be freed: only these name frames then), with the drain that read each. */
@@ -160,6 +161,10 @@ struct nupp_sym {
 	__u64 freed_upto;
 	__u64 *ooo;
 	size_t nooo, ooocap;
+	/* Records read for traces whose prototypes no sample met (nupp_sym_proto_mem): the
+	 * sampler reports the frees of prototypes met only, so they are dropped at the next
+	 * naming round (read again while alive when needed). */
+	int nunwatched;
 	struct nupp_addrmap *amap; /* the process's mappings and symbols (C functions) */
 	bool own_amap;             /* made here (no nupp_sym_set_addrmap) */
 	struct nupp_frame_table *frames; /* where named Lua frames are recorded (NULL: not) */
@@ -561,8 +566,9 @@ static struct sym_proto *sym_proto(struct nupp_sym *s, const struct nupp_smp_fra
 	return p;
 }
 
-/* luajit:proto_new: pt is born at generation pgen with this chunk name (name[len], the
- * whole name if len == full). */
+/* The first sample (or trace copy) that met pt, alive, since it was made, at generation
+ * pgen: its chunk name (name[len], the whole name if len == full), for the day it dies
+ * before it is named. Its incarnation starts at pgen (its samples are of pgen or later). */
 int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
 		  const char *name, __u32 len, __u32 full)
 {
@@ -878,12 +884,38 @@ __u64 nupp_sym_lost(struct nupp_sym *s, __u64 pgen)
 	return lo;
 }
 
+/* Drops the records of prototypes read for a trace and never met by a sample since (still
+ * thought alive, unwatched): no free of theirs may come, so none may name a later
+ * incarnation of the address. */
+static void sym_drop_unwatched(struct nupp_sym *s)
+{
+	int i;
+
+	for (i = 0; i < SYM_BUCKETS; i++) {
+		struct sym_proto **pp = &s->protos[i];
+
+		while (*pp) {
+			struct sym_proto *p = *pp;
+
+			if (p->unwatched && p->hi == SYM_ALIVE) {
+				*pp = p->next;
+				sym_proto_free(p);
+			} else {
+				pp = &p->next;
+			}
+		}
+	}
+	s->nunwatched = 0;
+}
+
 /* Starts a naming round, after the events sent so far were read: copies read from the
  * target before are proven (a free after them came after them). */
 void nupp_sym_begin(struct nupp_sym *s)
 {
 	s->drain++;
 	s->suspect = false;
+	if (s->nunwatched)
+		sym_drop_unwatched(s);
 }
 
 /* Whether a free event read since nupp_sym_begin may change a name given since: a copy
@@ -1106,11 +1138,11 @@ static int sym_kstr_load(struct nupp_sym *s, struct sym_proto *p)
 	return sym_kstr_load_many(s, &p, 1);
 }
 
-/* Reads the prototypes born since the last call (nupp_sym_born), at most max of them,
+/* Reads the prototypes met since the last call (nupp_sym_born), at most max of them,
  * while they live: their allocations in two vectored reads (sizes, then the
  * allocations, checked against their fingerprints as sym_proto_read does) and their
  * string constants in one more. A program's last samples are named after it exits:
- * what it ran last may have been born since the last drain. The rest are read when a
+ * what it ran last may have been met since the last drain. The rest are read when a
  * sample needs them. Returns how many were read. */
 int nupp_sym_prefetch(struct nupp_sym *s, int max)
 {
@@ -1775,6 +1807,10 @@ int nupp_sym_proto_mem(struct nupp_sym *s, const struct nupp_smp_frame *f, __u64
 		p = sym_proto_add(s, f->ptr, end);
 		if (!p)
 			return -ENOMEM;
+		/* A trace's prototype no event named (its trace was not copied by a sample,
+		 * or its event was lost): its free may not be reported. */
+		p->unwatched = true;
+		s->nunwatched++;
 	}
 	if (p->unusable || (p->have_fp && !sym_fp_eq(p, f)))
 		return -ESTALE;

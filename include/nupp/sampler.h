@@ -56,14 +56,18 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out);
 /* Kernel cost so far: total BPF run time and runs of the sampling program (0 when
  * kernel.bpf_stats_enabled is off). */
 int nupp_sampler_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt);
-/* The same for the prototype lifetime programs (luajit:proto_new and proto_free). */
+/* The same for the prototype lifetime program (luajit:proto_free). */
 int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt);
 /* What became of the copies of traces made at their first samples so far (no probe
  * watches traces: their cost is the sampling program's): counts[i] for outcome i of
  * enum nupp_smp_tcopy (include/nupp/sampler_abi.h: 0 sent with a whole copy, the others
- * why not), i < n; nupp_sampler_tcopy_name(i) names outcome i ("copied", "noLayout",
+ * why not), i < n; nupp_sampler_tcopy_name(i) names outcome i ("copied", "unwatched",
  * ...; NULL past the last). 0 or -errno. */
 int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n);
+/* Prototypes watched so far (the first sample or trace copy that met each one sent its
+ * name; no probe fires when a prototype is made) and the frees of watched prototypes
+ * reported (with a copy of each); a prototype no sample met costs its free a lookup. */
+int nupp_sampler_proto_counts(struct nupp_sampler *s, __u64 *watched, __u64 *freed);
 const char *nupp_sampler_tcopy_name(int i);
 
 /* What the samples' walks did so far: counts[i] for counter i of enum nupp_smp_wstat

@@ -150,15 +150,16 @@ struct nupp_smp_proc {
 	 * walker's frame cache may be used for its samples (include/nupp/walk.h). */
 	__u8 fc_ok[NUPP_SMP_MAX_VMS];
 	__u64 zone_addr[NUPP_SMP_MAX_VMS]; /* the VM's vmlist zone_tv slot (nupp_zone_read), 0 = none */
-	/* Prototype generation: +1 for every prototype the process frees (luajit:proto_free).
-	 * A sample at generation E saw the incarnation of each GCproto* that the first free
-	 * of that address with a generation > E (if any) killed. */
+	/* Prototype generation: +1 for every prototype met by a sample (or a trace copy) that
+	 * the process frees (luajit:proto_free). A sample at generation E saw the incarnation
+	 * of each GCproto* of its frames that the first free of that address with a
+	 * generation > E (if any) killed: every prototype of a sample was met by then. */
 	__u64 pgen;
 	/* proto_free events lost (ring buffer full): when it grows, userspace forgets what it
 	 * knew of the process's prototypes and refuses samples up to the current generation
 	 * (which is past every lost one: a generation is taken before its event is sent). */
 	__u64 nlost;
-	/* Prototypes freed (luajit:proto_free): the walker's frame cache count (fc_pg). */
+	/* Prototypes met that were freed (as pgen): the walker's frame cache count (fc_pg). */
 	__u64 pfrees;
 	struct nupp_lj_layout lo;
 };
@@ -180,15 +181,17 @@ struct nupp_smp_proc_set {
 	struct nupp_lj_layout lo;
 };
 
-/* Events sent to userspace (VM open/close, prototypes born and freed, trace copies). */
+/* Events sent to userspace (VM open/close, prototypes met and freed, trace copies). */
 enum nupp_smp_event_kind {
 	NUPP_SMP_EV_VM_OPEN = 1,
 	NUPP_SMP_EV_VM_CLOSE,
 	NUPP_SMP_EV_TRACE_COPY, /* struct nupp_smp_trace_event: a trace at its first sample */
 	NUPP_SMP_EV_UNUSED4,    /* (a trace freed, no longer sent) */
 	NUPP_SMP_EV_UNUSED5,    /* (a trace flush, no longer sent) */
-	NUPP_SMP_EV_PROTO_NEW,  /* struct nupp_smp_proto_event + the chunk name */
-	NUPP_SMP_EV_PROTO_FREE, /* struct nupp_smp_proto_event + the prototype's allocation */
+	NUPP_SMP_EV_PROTO_NEW,  /* struct nupp_smp_proto_event + the chunk name: a prototype
+				 * met by a sample or a trace copy for the first time, alive */
+	NUPP_SMP_EV_PROTO_FREE, /* struct nupp_smp_proto_event + the prototype's allocation:
+				 * a prototype met before dies */
 	/* After a PROTO_FREE of a closing VM (lua_close frees prototypes before strings):
 	 * struct nupp_smp_proto_event + its string constants (struct nupp_smp_kstr each),
 	 * so functions named by a constant of a caller are named after the process exits. */
@@ -250,7 +253,7 @@ struct nupp_smp_trace_event {
  * lives then. */
 enum nupp_smp_tcopy {
 	NUPP_SMP_TC_COPIED,    /* sent with the whole trace and its functions */
-	NUPP_SMP_TC_NOLAYOUT,  /* (no longer happens: a sample has the layout) */
+	NUPP_SMP_TC_UNWATCHED, /* a function's prototype could not be watched (map full) */
 	NUPP_SMP_TC_HDRFAULT,  /* the GCtrace header could not be read */
 	NUPP_SMP_TC_SHAPE,     /* IR, snapshots and map are not one block after the header */
 	NUPP_SMP_TC_TOOBIG,    /* larger than NUPP_SMP_TRACE_MAX */
@@ -284,6 +287,11 @@ enum nupp_smp_wstat {
 	NUPP_SMP_WS_N
 };
 
+/* Prototypes watched at once, all processes together (the sampler's pseen map: those met
+ * by a sample or a trace copy and not freed since). A sample that meets one more is lost
+ * (mapFull). */
+#define NUPP_SMP_PSEEN_MAX 65536
+
 /* Bytes of a chunk name sent with NUPP_SMP_EV_PROTO_NEW (longer names are cut: they are
  * marked so and never used to name a frame). */
 #define NUPP_SMP_CHUNK_MAX 256
@@ -307,7 +315,8 @@ struct nupp_smp_proto_event {
 	__u32 tgid;
 	__u64 g;
 	__u64 pt;        /* GCproto* */
-	__u64 pgen;      /* NEW: the generation at birth; FREE: the generation it ends */
+	__u64 pgen;      /* NEW: the generation of the sample that met it; FREE: the
+			  * generation it ends (generations count the frees of prototypes met) */
 	__u64 chunkname; /* GCstr* (fingerprint) */
 	__s32 firstline; /* fingerprint */
 	__u32 sizebc;    /* fingerprint */

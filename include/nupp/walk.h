@@ -83,10 +83,24 @@
 #define NUPP_WALK_FC_ENTRY(w, i) (&(w)->fc[(i) & (NUPP_WALK_FC - 1)])
 #endif
 
+/* Prototypes met (NUPP_WALK_WATCH, defined by an includer that watches them: BPF reports
+ * the free of a watched prototype only): each Lua frame a walk emits without the frame
+ * cache is noted, with the key of the cache entry it filled (0: none), at most
+ * NUPP_WALK_MET a walk (more: w->unwatched). */
+#ifdef NUPP_WALK_WATCH
+#define NUPP_WALK_MET 64 /* power of two */
+struct nupp_walk_met {
+	__u64 pt;  /* GCproto* */
+	__u64 fn;  /* the frame's GCfunc and ... */
+	__u64 key; /* ... the key of the cache entry it filled (0: none) */
+};
+#endif
+
 /* Free generations: a table of counters by block of target memory (NUPP_WALK_PGEN_BLOCK
- * bytes, hashed into NUPP_WALK_PGEN slots), and every prototype freed adds one to the
- * slot of the block that holds its GCproto (a GCproto is larger than a block, so no two
- * start in one), before its memory can be reused. A frame cache entry is checked by the
+ * bytes, hashed into NUPP_WALK_PGEN slots), and every prototype freed that a cache entry
+ * can name adds one to the slot of the block that holds its GCproto (a GCproto is larger
+ * than a block, so no two start in one), before its memory can be reused (with
+ * NUPP_WALK_WATCH, entries are only of prototypes watched, and only their frees count). A frame cache entry is checked by the
  * slot of the GCproto it names, which holds its PC and the CALL it keeps: a neighbour
  * freed never drops it, and a slot shared by two blocks only costs misses. The includer
  * may keep the table out of struct nupp_walk (BPF: global data, bumped by
@@ -203,6 +217,13 @@ struct nupp_walk {
 	__u32 why;         /* source line of the walker that ended the walk (diagnosis) */
 	__u32 strict;      /* INTERP (RECORD outside the recorder) but not walked from
 			    * registers: the leaf must match rbx */
+	__u32 unwatched;   /* a prototype could not be noted or watched (NUPP_WALK_WATCH) */
+#ifdef NUPP_WALK_WATCH
+	__u32 nmet;        /* prototypes noted (met[]) */
+	struct nupp_walk_met met[NUPP_WALK_MET];
+#else
+	__u32 pad_unw;
+#endif
 	__u64 helper_ra;   /* ... or SAVE_PC, below a call from the interpreter returning here */
 	__u64 cf;          /* the running lua_State's C frame (L->cframe, flags masked) */
 	__u64 stk_lo, stk_hi; /* the current lua_State's stack [stack, stack + stacksize) */
@@ -992,6 +1013,22 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 			if (nupp_walk_emit(w, NUPP_SMP_LUA, bc - lo->pt_size, f->chunk, f->firstline, sizebc,
 					   pos, lt))
 				return 1;
+#ifdef NUPP_WALK_WATCH
+			/* Noted for the includer, who watches the prototypes of a walk that gave
+			 * a stack (a frame of a failed walk is not proven genuine) and drops the
+			 * cache entries a failed walk filled. A frame from the cache was noted
+			 * when its entry was filled; its entry dies with its prototype. */
+			if (w->nmet < NUPP_WALK_MET) {
+				struct nupp_walk_met *m = &w->met[w->nmet & (NUPP_WALK_MET - 1)];
+
+				m->pt = bc - lo->pt_size;
+				m->fn = fn;
+				m->key = 0;
+				w->nmet++;
+			} else {
+				w->unwatched = 1; /* more than can be noted: no stack, no fill */
+			}
+#endif
 			/* Read once: the key's, and a fill's (no prototype of this VM is freed
 			 * during its walk). */
 			pgn = nupp_walk_pgen(w, bc - lo->pt_size);
@@ -1069,7 +1106,7 @@ step:
 		NUPP_WALK_GOTO(bad); /* links only go down the stack: a cycle or garbage */
 	/* A Lua frame whose PC was validated inside its prototype, or a trace's start frame
 	 * (no PC: cand is its start key): keep it. */
-	if (!hit && w->fc_tag && f && ffid == lo->ff_lua && !skip && cand &&
+	if (!hit && w->fc_tag && f && ffid == lo->ff_lua && !skip && cand && !w->unwatched &&
 	    (pc == cand || (!pc && first && w->mode == NUPP_WALK_TRACE && cand == nupp_walk_fc_start_key(bc)))) {
 		c = nupp_walk_fc_way(w, w->fc_tag, fn, cand);
 		if (!c)
@@ -1091,6 +1128,9 @@ step:
 		 * generation. */
 		c->gen = pgn;
 		w->fc_fills++;
+#ifdef NUPP_WALK_WATCH
+		w->met[(w->nmet - 1) & (NUPP_WALK_MET - 1)].key = cand; /* this frame's note */
+#endif
 	}
 filled:
 	/* The CALL before a Lua link, for the frame below (whose PC that link is). */
@@ -1216,6 +1256,10 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->coro = 0;
 	w->why = 0;
 	w->strict = 0;
+	w->unwatched = 0;
+#ifdef NUPP_WALK_WATCH
+	w->nmet = 0;
+#endif
 	w->fc_hits = w->fc_fills = w->fc_looks = w->fc_stale = w->fc_pgreads = 0;
 	w->rd_n = w->rd_bytes = w->rd_win = w->rd_code = w->rd_fn = 0;
 	w->ins_pc = 0;

@@ -10,7 +10,7 @@ grep -qw arch_uprobe_optimize /proc/kallsyms ||
 
 exe=$(readlink -f "$NUPP_LUAJIT")
 sites=$(readelf -n "$exe" | awk '/Provider: luajit/ {getline; n = $2; getline; print n ":" $2}' | tr -d ,)
-# Code loaded and collected without pause (proto_new and proto_free fire 20 times a
+# Code loaded and collected without pause (proto_free fires 20 times a
 # round) until the file arg[1] exists (60 s at most), then its checksum.
 cat >"$TMP/load.lua" <<'LUA'
 local src = {}
@@ -67,12 +67,12 @@ optimized=""
 while kill -0 "$rec" 2>/dev/null; do
   sleep 0.1
   for s in $sites; do
-    case ${s%%:*} in proto_new | proto_free) ;; *) continue ;; esac
+    case ${s%%:*} in proto_free) ;; *) continue ;; esac
     [ "$(site_bytes "$target" "$base" "${s#*:}" | cut -c1-2)" = e8 ] && optimized="$optimized ${s%%:*}"
   done
   [ -n "$optimized" ] && break
 done
-[ -n "$optimized" ] || fail "no proto_new or proto_free site became a call while recording"
+[ -n "$optimized" ] || fail "no proto_free site became a call while recording"
 grep -q '\[uprobes-trampoline\]' "/proc/$target/maps" || fail "no uprobe trampoline mapped in the target"
 wait "$rec" || fail "record -p failed: $(cat "$TMP/rec.err")"
 kill -0 "$target" || fail "the target stopped when record -p detached"

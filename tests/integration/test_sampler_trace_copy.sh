@@ -25,7 +25,7 @@ copied = int(m.group(1))
 refused = {k: int(v) for k, v in re.findall(r"(\w+) (\d+)", m.group(2))}
 print(f"{fns} functions in a trace; {copied} traces copied, refused {refused}")
 assert copied >= 1, err
-assert set(refused) >= {"noLayout", "shape", "tooBig", "tooManyFns", "ringFull"}, refused
+assert set(refused) >= {"unwatched", "shape", "tooBig", "tooManyFns", "ringFull"}, refused
 assert not any(refused.values()), f"traces not copied: {refused}"
 
 prof = json.load(open(sys.argv[1]))

@@ -566,6 +566,50 @@ START_TEST(a_memoised_name_belongs_to_its_caller_incarnation)
 }
 END_TEST
 
+/* The trace decoder reads a trace's prototypes (nupp_sym_proto_mem). One that no event
+ * named (no sample met it: the sampler reports only the frees of prototypes met) is read
+ * again at the next naming round, never kept across one: another prototype with its
+ * fingerprint may have taken its address, with no free reported in between. One a
+ * sample met keeps its copy until its free is reported. */
+START_TEST(a_trace_prototype_no_sample_met_is_read_again_each_round)
+{
+	struct nupp_smp_frame f = lua_frame(pcaller, 0, FRAME_LUA);
+	const unsigned char *mem = NULL;
+	__u32 size = 0;
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, shadow_read, NULL);
+
+	ck_assert_ptr_nonnull(s);
+	nupp_sym_begin(s);
+	ck_assert_int_eq(nupp_sym_proto_mem(s, &f, 1, &mem, &size), 0);
+	ck_assert_uint_eq(size, pcaller->sizept);
+	ck_assert_mem_eq(mem, pcaller, pcaller->sizept);
+	/* the address now holds another prototype with pcaller's fingerprint */
+	shadow_rename();
+	ck_assert_int_ne(memcmp(shadow, pcaller, pcaller->sizept), 0);
+	nupp_sym_begin(s);
+	ck_assert_int_eq(nupp_sym_proto_mem(s, &f, 1, &mem, &size), 0);
+	ck_assert_mem_eq(mem, shadow, pcaller->sizept);
+	free(shadow);
+	shadow = NULL;
+	nupp_sym_free(s);
+
+	/* met by a sample (its event): kept, for its free will be reported */
+	s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, shadow_read, NULL);
+	ck_assert_ptr_nonnull(s);
+	nupp_sym_begin(s);
+	born(s, pcaller, 1, "symtest");
+	ck_assert_int_eq(nupp_sym_proto_mem(s, &f, 1, &mem, &size), 0);
+	ck_assert_mem_eq(mem, pcaller, pcaller->sizept);
+	shadow_rename();
+	nupp_sym_begin(s);
+	ck_assert_int_eq(nupp_sym_proto_mem(s, &f, 1, &mem, &size), 0);
+	ck_assert_mem_eq(mem, pcaller, pcaller->sizept);
+	free(shadow);
+	shadow = NULL;
+	nupp_sym_free(s);
+}
+END_TEST
+
 /* gfoo named in one drain (after the process's generation 0 was seen, if proven); in
  * the next, the caller is replaced while its free is lost (the shadow), and the loss is
  * read at generation 5. Returns what a sample of generation 0 gets, after checking that
@@ -1128,6 +1172,7 @@ int main(void)
 	tcase_add_test(tc, builtins_are_named_as_jit_p_names_them);
 	tcase_add_test(tc, a_cut_copy_names_nothing);
 	tcase_add_test(tc, a_memoised_name_belongs_to_its_caller_incarnation);
+	tcase_add_test(tc, a_trace_prototype_no_sample_met_is_read_again_each_round);
 	tcase_add_test(tc, lost_events_keep_only_the_memoised_names_of_proven_copies);
 	tcase_add_test(tc, lines_mode_memoises_each_position);
 	suite_add_tcase(su, tc);

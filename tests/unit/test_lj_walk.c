@@ -31,6 +31,8 @@ static int fake_read(void *dst, unsigned long sz, __u64 addr)
 }
 
 #define NUPP_WALK_READ(dst, sz, addr) fake_read((dst), (sz), (__u64)(addr))
+/* As the sampler includes it: the prototypes of frames read are noted. */
+#define NUPP_WALK_WATCH 1
 #include "nupp/walk.h"
 
 extern const struct nupp_lj_layout luajit_bpf_layout;
@@ -1304,7 +1306,7 @@ START_TEST(walk_memo_and_windows_do_not_outlive_a_walk)
 END_TEST
 
 /* Frame cache keys (function, PC, link) of the Lua frames of a chain, main first. */
-static __u64 key_fn[64], key_pc[64], key_link[64];
+static __u64 key_fn[128], key_pc[128], key_link[128];
 static __u32 nkeys;
 
 /* A chain main -> f[0] -> ... -> f[n-1] -> leaf of distinct prototypes (each calls the
@@ -1680,6 +1682,82 @@ START_TEST(walk_stack_key_moves_only_with_the_frames_prototypes)
 }
 END_TEST
 
+/* Checks the notes of the last walk of a distinct_chain (NUPP_WALK_WATCH): one for each
+ * Lua frame emitted without the frame cache, in frame order, with its function and the
+ * key of the entry it filled (its PC: key_*). Returns how many Lua frames the stack has. */
+static __u32 check_notes(__u32 nhits)
+{
+	__u32 i, j = 0, nlua = 0;
+
+	for (i = 0; i < w.st.depth; i++)
+		nlua += w.st.frames[i].kind == NUPP_SMP_LUA;
+	ck_assert_uint_eq(nlua, nkeys);
+	ck_assert_uint_eq(w.nmet, nlua - nhits);
+	for (i = 0, nlua = 0; i < w.st.depth && j < w.nmet; i++) {
+		if (w.st.frames[i].kind != NUPP_SMP_LUA)
+			continue;
+		nlua++;
+		if (w.st.frames[i].ptr != w.met[j].pt)
+			continue; /* taken from the cache */
+		ck_assert_uint_eq(w.met[j].fn, key_fn[nkeys - nlua]);
+		ck_assert_uint_eq(w.met[j].key, key_pc[nkeys - nlua]);
+		j++;
+	}
+	ck_assert_uint_eq(j, w.nmet); /* every note is of a frame, in order */
+	return nkeys;
+}
+
+/* The sampler watches the prototypes of a walk's frames (their frees are reported only
+ * then): the walk notes each Lua frame it read, none it took from the cache (noted when
+ * its entry was filled), and past NUPP_WALK_MET notes it marks itself unwatched (the
+ * sample is lost) and fills no more entries (an entry must name a watched prototype). */
+START_TEST(walk_notes_the_prototypes_of_the_frames_it_read)
+{
+	__u64 fns[90], pts[90], pt_leaf, leaf, b;
+	struct nupp_walk_regs r;
+
+	setup();
+	leaf = new_lua_fn(30, 20, &pt_leaf);
+	b = distinct_chain(40, 17, fns, pts, leaf, ret_pc(leaf, 11));
+	r = regs_interp(b, ret_pc(leaf, 11));
+	w.fc_tag = (11ull << 22) | 77;
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_uint_eq(w.st.depth, 43);
+	ck_assert_uint_eq(w.fc_fills, 42);
+	ck_assert_uint_eq(check_notes(0), 42);
+	ck_assert_uint_eq(w.met[0].pt, pt_leaf);
+	ck_assert_uint_eq(w.unwatched, 0);
+
+	/* warm: only the frames read again (set collisions) are noted */
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_uint_ge(w.fc_hits, 30);
+	ck_assert_uint_eq(check_notes(w.fc_hits), 42);
+	ck_assert_uint_eq(w.unwatched, 0);
+
+	/* without the cache every Lua frame is noted, with no entry */
+	w.fc_tag = 0;
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_uint_eq(w.nmet, 42);
+	ck_assert_uint_eq(w.met[41].key, 0);
+
+	/* 82 Lua frames read: NUPP_WALK_MET noted and filled, then unwatched */
+	setup();
+	leaf = new_lua_fn(30, 20, &pt_leaf);
+	b = distinct_chain(80, 0, fns, pts, leaf, ret_pc(leaf, 11));
+	r = regs_interp(b, ret_pc(leaf, 11));
+	w.fc_tag = (12ull << 22) | 77;
+	ck_assert_int_eq(walk(&r, 100), NUPP_WALK_DONE);
+	ck_assert_uint_eq(w.st.depth, 82);
+	ck_assert_uint_eq(w.nmet, NUPP_WALK_MET);
+	ck_assert_uint_eq(w.fc_fills, NUPP_WALK_MET);
+	ck_assert_uint_eq(w.unwatched, 1);
+	/* the next walk starts afresh: its notes are its own */
+	ck_assert_int_eq(walk(&r, 100), NUPP_WALK_DONE);
+	ck_assert_uint_eq(w.fc_hits + w.nmet, 82);
+	w.fc_tag = 0;
+}
+END_TEST
+
 /* Runs the suite. */
 int main(void)
 {
@@ -1716,6 +1794,7 @@ int main(void)
 	tcase_add_test(tc, walk_frame_cache_count_of_frees_does_not_wrap_into_a_skip);
 	tcase_add_test(tc, walk_frame_cache_and_recursion_give_the_same_stack);
 	tcase_add_test(tc, walk_stack_key_moves_only_with_the_frames_prototypes);
+	tcase_add_test(tc, walk_notes_the_prototypes_of_the_frames_it_read);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);
