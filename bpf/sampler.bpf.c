@@ -101,12 +101,19 @@ struct {
 } tstacks SEC(".maps");
 
 /* Per-CPU scratch: the walk state (with its stack) and a copy of the layout. */
+#define SMP_WC 256 /* entries of a CPU's cache of prototypes watched (power of two) */
+
 struct smp_scratch {
 	struct nupp_walk w;
 	struct nupp_lj_layout lo;
 	__u32 lo_tgid; /* process whose layout lo is */
-	__u32 met_tgid; /* the sample's process, VM and prototype generation (smp_proto_met) */
+	__u32 met_tgid; /* the sample's process, VM and prototype generation (smp_walk_settle) */
 	__u64 met_g, met_pgen;
+	/* Prototypes this CPU watched lately (smp_walk_settle), direct-mapped: a prototype
+	 * is still watched while the free generation of its block is the one it had then
+	 * (its free, reported, bumps it), so a frame read again costs no lookup of pseen. */
+	__u64 wc_pt[SMP_WC];
+	__u32 wc_tgid[SMP_WC], wc_gen[SMP_WC];
 };
 
 struct {
@@ -381,8 +388,18 @@ static long smp_settle_cb(__u32 i, void *ctx)
 	if (!s || i >= s->w.nmet || i >= NUPP_WALK_MET)
 		return 1;
 	m = &s->w.met[i & (NUPP_WALK_MET - 1)];
-	if (ok && !smp_proto_watch(s->met_tgid, s->met_g, m->pt, s->met_pgen))
-		return 0;
+	if (ok) {
+		__u32 wi = (__u32)((m->pt >> 3) ^ (m->pt >> 11)) & (SMP_WC - 1);
+
+		if (s->wc_pt[wi] == m->pt && s->wc_tgid[wi] == s->met_tgid && s->wc_gen[wi] == m->gen)
+			return 0; /* watched by this CPU, not freed since */
+		if (!smp_proto_watch(s->met_tgid, s->met_g, m->pt, s->met_pgen)) {
+			s->wc_pt[wi] = m->pt;
+			s->wc_tgid[wi] = s->met_tgid;
+			s->wc_gen[wi] = m->gen;
+			return 0;
+		}
+	}
 	if (ok)
 		s->w.unwatched = 1;
 	/* Not proven (a failed walk), or not watched: its cache entry is dropped. */

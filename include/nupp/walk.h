@@ -93,6 +93,8 @@ struct nupp_walk_met {
 	__u64 pt;  /* GCproto* */
 	__u64 fn;  /* the frame's GCfunc and ... */
 	__u64 key; /* ... the key of the cache entry it filled (0: none) */
+	__u32 gen; /* the free generation of its GCproto's block, read in the walk */
+	__u32 pad;
 };
 #endif
 
@@ -1013,6 +1015,10 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 			if (nupp_walk_emit(w, NUPP_SMP_LUA, bc - lo->pt_size, f->chunk, f->firstline, sizebc,
 					   pos, lt))
 				return 1;
+			/* Read once: the key's, and a fill's (no prototype of this VM is freed
+			 * during its walk). */
+			pgn = nupp_walk_pgen(w, bc - lo->pt_size);
+			nupp_walk_gen_add(w, pgn);
 #ifdef NUPP_WALK_WATCH
 			/* Noted for the includer, who watches the prototypes of a walk that gave
 			 * a stack (a frame of a failed walk is not proven genuine) and drops the
@@ -1024,15 +1030,12 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 				m->pt = bc - lo->pt_size;
 				m->fn = fn;
 				m->key = 0;
+				m->gen = pgn;
 				w->nmet++;
 			} else {
 				w->unwatched = 1; /* more than can be noted: no stack, no fill */
 			}
 #endif
-			/* Read once: the key's, and a fill's (no prototype of this VM is freed
-			 * during its walk). */
-			pgn = nupp_walk_pgen(w, bc - lo->pt_size);
-			nupp_walk_gen_add(w, pgn);
 		}
 	} else if (!skip) {
 		/* In registers mode an ASM fast function runs with rbx = &GG->bcff[i]+4 and a

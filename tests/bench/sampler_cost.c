@@ -138,6 +138,7 @@ int main(int argc, char **argv)
 		"rbytes", "rwin", "rcode", "rfn", "newstack", "newcount", "walk_ns", "store_ns", "timed",
 	};
 	__u64 wsum[NUPP_SMP_WS_N] = { 0 }, wsum0[NUPP_SMP_WS_N] = { 0 }, cnt0 = 0, ns0 = 0, bcnt0 = 0, bns0 = 0;
+	__u64 frees = 0, frees_ns = 0;
 	int hz = 1000, want = 0, timed = 0, warm_ms = 0, gate[2], st_fd, pfd = -1, stats_fd, ncpu, i, n = 0, have = 0, wst = 0, rc = 1;
 	char bin[512], c;
 	pid_t pid;
@@ -300,9 +301,9 @@ int main(int argc, char **argv)
 	while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
 		;
 	pid = 0;
-	/* Prototypes freed (luajit:proto_free), as the sampler counts them. */
-	if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.procs), &tgid, &proc))
-		proc.pfrees = 0;
+	/* Prototypes freed: runs of luajit:proto_free's program (the sampler's own count,
+	 * pfrees, is of the prototypes its samples met). */
+	cost_prog_stats(skel->progs.nupp_smp_proto_free, &frees, &frees_ns);
 	memset(&info, 0, sizeof(info));
 	if (bpf_obj_get_info_by_fd(bpf_program__fd(skel->progs.nupp_sample), &info, &info_len))
 		goto out;
@@ -341,7 +342,7 @@ int main(int argc, char **argv)
 	       "lost_full=%llu frees=%llu run_cnt=%llu run_time_ns=%llu ns_per_run=%.0f\n",
 	       (unsigned long long)samples, n, (unsigned long long)at_depth, (unsigned long long)lost[0],
 	       (unsigned long long)lost[1], (unsigned long long)lost[2], (unsigned long long)lost[3],
-	       (unsigned long long)lost[4], (unsigned long long)proc.pfrees, (unsigned long long)(info.run_cnt - cnt0),
+	       (unsigned long long)lost[4], (unsigned long long)frees, (unsigned long long)(info.run_cnt - cnt0),
 	       (unsigned long long)(info.run_time_ns - ns0),
 	       info.run_cnt > cnt0 ? (double)(info.run_time_ns - ns0) / (double)(info.run_cnt - cnt0) : 0.0);
 #ifdef COST_BASE
