@@ -26,6 +26,11 @@ __u32 pfree_gen[NUPP_WALK_PGEN];
 /* The prototypes of a walk's frames are noted, to be watched once the walk gave a stack
  * (smp_walk_settle), so their frees are reported. */
 #define NUPP_WALK_WATCH 1
+/* The CALL before a return PC, from the frame cache or read, by global functions. */
+#define NUPP_WALK_CALL_INS(w, lo, pc, ins) smp_walk_call_ins(pc, ins)
+#define NUPP_WALK_FC_CALL_INS(w, tag, pc, ins) smp_walk_fc_call_ins(tag, pc, ins)
+__noinline int smp_walk_call_ins(__u64 pc, __u32 *ins);
+__noinline int smp_walk_fc_call_ins(__u64 tag, __u64 pc, __u32 *ins);
 #include "nupp/walk.h"
 #include "nupp/zone_abi.h"
 
@@ -369,6 +374,30 @@ __noinline int smp_walk_frame(void)
 	if (!s)
 		return 1;
 	return nupp_walk_step(&s->w, &s->lo);
+}
+
+/* The CALL instruction before return PC pc of this CPU's walk (nupp_walk_call_ins): a
+ * global function, verified once rather than in every state the step reaches it in. */
+__noinline int smp_walk_call_ins(__u64 pc, __u32 *ins)
+{
+	__u32 zero = 0;
+	struct smp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (!s || !ins)
+		return -1;
+	return nupp_walk_call_ins(&s->w, &s->lo, pc, ins);
+}
+
+/* The CALL before return PC pc from this CPU's frame cache (nupp_walk_fc_call_ins): 1
+ * with *ins, or 0. A global function, as smp_walk_call_ins. */
+__noinline int smp_walk_fc_call_ins(__u64 tag, __u64 pc, __u32 *ins)
+{
+	__u32 zero = 0;
+	struct smp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (!s || !ins)
+		return 0;
+	return nupp_walk_fc_call_ins(&s->w, tag, pc, ins);
 }
 
 /* bpf_loop callback: one frame of the walk. */
@@ -1191,29 +1220,42 @@ static __always_inline __u64 smp_tb_get(const __u8 *base, __u32 ofs, __u32 max, 
 	return v;
 }
 
-/* Adds GCfunc* fn to the event's table once (open addressing on its address: a trace's
- * map names the same few functions in snapshot after snapshot). */
-static __always_inline void smp_tb_add_fn(struct smp_trace_buf *b, __u64 fn)
+/* Adds GCfunc* fn to the event's table of this CPU's trace copy once (open addressing on
+ * its address: a trace's map names the same few functions in snapshot after snapshot). A
+ * global function: its probe loop is verified once, not at each of its three callers. */
+__noinline int smp_tb_add_fn_g(__u64 fn)
 {
-	__u32 h = (__u32)(((fn >> 3) * 0x9e3779b97f4a7c15ull) >> 57), i, k = 0, n = b->ev.nfn, x;
+	__u32 zero = 0;
+	struct smp_trace_buf *b = bpf_map_lookup_elem(&trace_buf, &zero);
+	__u32 h = (__u32)(((fn >> 3) * 0x9e3779b97f4a7c15ull) >> 57), i, k = 0, n, x;
 
+	if (!b)
+		return 0;
+	n = b->ev.nfn;
 	if (n > NUPP_SMP_TRACE_FNS)
-		return; /* already more than fit */
+		return 0; /* already more than fit */
 	for (i = 0; i < SMP_FN_SLOTS; i++) {
 		k = (h + i) & (SMP_FN_SLOTS - 1);
 		x = b->fn_slot[k];
 		if (!x)
 			break;
 		if (b->fn[(x - 1) & (NUPP_SMP_TRACE_FNS - 1)].fn == fn)
-			return;
+			return 0;
 	}
 	if (n >= NUPP_SMP_TRACE_FNS || i >= SMP_FN_SLOTS) {
 		b->ev.nfn = NUPP_SMP_TRACE_FNS + 1; /* more than fit */
-		return;
+		return 0;
 	}
 	b->fn[n & (NUPP_SMP_TRACE_FNS - 1)].fn = fn;
 	b->fn_slot[k] = (__u8)(n + 1);
 	b->ev.nfn = n + 1;
+	return 0;
+}
+
+/* The same for trace buffer b (this CPU's, as every caller's). */
+static __always_inline void smp_tb_add_fn(struct smp_trace_buf *b, __u64 fn)
+{
+	smp_tb_add_fn_g(fn);
 }
 
 /* bpf_loop callback: snapshot map entry j. A frame's function is the entry of the slot

@@ -533,6 +533,27 @@ NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_call(struct nupp_walk *w, __u
 	return nupp_walk_fc_look(w, tag, 0, pc, 1);
 }
 
+/* The CALL before return PC pc from the cache (an entry of any frame at pc that holds
+ * it) into *ins: 1, or 0 if none. */
+NUPP_WALK_INLINE int nupp_walk_fc_call_ins(struct nupp_walk *w, __u64 tag, __u64 pc, __u32 *ins)
+{
+	struct nupp_walk_fc *c = nupp_walk_fc_call(w, tag, pc);
+
+	if (!c)
+		return 0;
+	*ins = c->ins;
+	return 1;
+}
+
+/* The includer may take these two out of line (BPF: global functions, verified once
+ * rather than in every state the step reaches them in). */
+#ifndef NUPP_WALK_FC_CALL_INS
+#define NUPP_WALK_FC_CALL_INS(w, tag, pc, ins) nupp_walk_fc_call_ins((w), (tag), (pc), (ins))
+#endif
+#ifndef NUPP_WALK_CALL_INS
+#define NUPP_WALK_CALL_INS(w, lo, pc, ins) nupp_walk_call_ins((w), (lo), (pc), (ins))
+#endif
+
 /* The entry to fill for (fn, pc): the one it has, else way 0 of its set, whose entry
  * moves to way 1 unless it is another process's or an earlier epoch's; 0 if none. */
 NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_way(struct nupp_walk *w, __u64 tag, __u64 fn, __u64 pc)
@@ -901,7 +922,7 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	__u8 ffid = 0, skip, lt;
 	int first, e, hit = 0;
 	struct nupp_walk_fn *f = 0;
-	struct nupp_walk_fc *c = 0, *ci;
+	struct nupp_walk_fc *c = 0;
 
 	if (w->rep_delta && nupp_walk_repeat(w))
 		return 0;
@@ -1076,10 +1097,9 @@ step:
 	if ((link & lo->frame_type) == lo->frame_lua) {
 		/* frame_prevl: below by 1 + LJ_FR2 + A of the CALL before the return PC
 		 * (lj_frame.h:108), cached with the caller's frame at that PC. */
-		ci = w->fc_tag ? nupp_walk_fc_call(w, w->fc_tag, link) : 0;
-		if (ci)
-			ins = ci->ins;
-		else if (nupp_walk_call_ins(w, lo, link, &ins))
+		if (w->fc_tag && NUPP_WALK_FC_CALL_INS(w, w->fc_tag, link, &ins))
+			; /* from the cache */
+		else if (NUPP_WALK_CALL_INS(w, lo, link, &ins))
 			NUPP_WALK_GOTO(fault);
 		next = frame - tvsz * (1 + lo->fr2 + ((ins >> lo->bc_a_shift) & 0xff));
 		/* A Lua frame emitted with the PC given by this same link: repeatable. */
