@@ -181,16 +181,11 @@ struct {
 /* Per-CPU scratch of a prototype watched by a sample (smp_proto_watch): its own, since a
  * sample can interrupt luajit:proto_free's program on the CPU (uprobe programs do not
  * keep perf_event programs out), whose event is being built in proto_buf. */
-struct smp_seen_buf {
-	struct nupp_smp_proto_event h;
-	__u8 data[NUPP_SMP_CHUNK_MAX];
-};
-
 struct {
 	__uint(type, BPF_MAP_TYPE_PERCPU_ARRAY);
 	__uint(max_entries, 1);
 	__type(key, __u32);
-	__type(value, struct smp_seen_buf);
+	__type(value, struct smp_proto_buf);
 } seen_buf SEC(".maps");
 
 /* What the walks did (enum nupp_smp_wstat), per CPU: for diagnosis. */
@@ -964,47 +959,6 @@ static __always_inline int smp_proto_head(struct nupp_smp_proto_event *h, struct
 	return 0;
 }
 
-/* Watches prototype pt of VM g in process tgid, alive now (a sample's frame, or a
- * function of a trace being copied), at the sample's generation pgen: the first time
- * (since its last free) it enters pseen and its fingerprint and chunk name are sent, for
- * the day it dies before userspace has named it (its free reports its copy, but its chunk
- * name may be swept first). Returns 0 when pt is watched, -1 when it cannot be (pseen
- * full). A global function: verified once. */
-__noinline int smp_proto_watch(__u32 tgid, __u64 g, __u64 pt, __u64 pgen)
-{
-	struct smp_pseen_key k = { .tgid = tgid, .pt = pt };
-	struct nupp_smp_proc *p;
-	struct smp_seen_buf *b;
-	__u32 zero = 0, len = 0, n;
-	__u8 one = 1;
-	long err;
-
-	if (bpf_map_lookup_elem(&pseen, &k))
-		return 0;
-	err = bpf_map_update_elem(&pseen, &k, &one, BPF_NOEXIST);
-	if (err)
-		return err == -17 /* EEXIST: another CPU's */ ? 0 : -1;
-	/* Counted after the entry is in (a full barrier): a free that finds its slot empty
-	 * follows no watch of its prototype. */
-	__sync_fetch_and_add(&pseen_n[smp_pseen_slot(tgid, pt)], 1);
-	__sync_fetch_and_add(&pwatched, 1);
-	p = bpf_map_lookup_elem(&procs, &tgid);
-	b = bpf_map_lookup_elem(&seen_buf, &zero);
-	if (!p || !b || !p->layout_ok || smp_proto_head(&b->h, p, NUPP_SMP_EV_PROTO_NEW, tgid, g, pt))
-		return 0;
-	b->h.pgen = pgen;
-	if (bpf_probe_read_user(&len, 4, (const void *)(b->h.chunkname + p->lo.str_len)))
-		return 0;
-	n = len < NUPP_SMP_CHUNK_MAX ? len : NUPP_SMP_CHUNK_MAX;
-	if (bpf_probe_read_user(b->data, n, (const void *)(b->h.chunkname + p->lo.str_size)))
-		return 0;
-	b->h.full = len;
-	b->h.size = n;
-	/* Lost (ring buffer full): a prototype is named while alive only. */
-	bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup());
-	return 0;
-}
-
 /* Constants of a dying prototype being copied (bpf_loop state; the bytes used so far
  * are kept in b->h.size, map memory, so every iteration verifies alike). */
 struct smp_kstr_ctx {
@@ -1074,6 +1028,62 @@ static __always_inline void smp_kstr(struct smp_proto_buf *b, struct nupp_smp_pr
 	b->h.size = used;
 	/* Lost (ring buffer full): the names these gave are refused, as before. */
 	bpf_ringbuf_output(&events, b, sizeof(b->h) + used, smp_proto_wakeup());
+}
+
+/* Watches prototype pt of VM g in process tgid, alive now (a sample's frame, or a
+ * function of a trace being copied), at the sample's generation pgen: the first time
+ * (since its last free) it enters pseen, and its fingerprint and chunk name, then its
+ * allocation and string constants, are sent, for the day it dies (or its process exits)
+ * before userspace has read them (its free reports its copy, but its chunk name may be
+ * swept first). Returns 0 when pt is watched, -1 when it cannot be (pseen full). A
+ * global function: verified once. */
+__noinline int smp_proto_watch(__u32 tgid, __u64 g, __u64 pt, __u64 pgen)
+{
+	struct smp_pseen_key k = { .tgid = tgid, .pt = pt };
+	struct nupp_smp_proc *p;
+	struct smp_proto_buf *b;
+	__u32 zero = 0, len = 0, n, sizept = 0;
+	__u8 one = 1;
+	long err;
+
+	if (bpf_map_lookup_elem(&pseen, &k))
+		return 0;
+	err = bpf_map_update_elem(&pseen, &k, &one, BPF_NOEXIST);
+	if (err)
+		return err == -17 /* EEXIST: another CPU's */ ? 0 : -1;
+	/* Counted after the entry is in (a full barrier): a free that finds its slot empty
+	 * follows no watch of its prototype. */
+	__sync_fetch_and_add(&pseen_n[smp_pseen_slot(tgid, pt)], 1);
+	__sync_fetch_and_add(&pwatched, 1);
+	p = bpf_map_lookup_elem(&procs, &tgid);
+	b = bpf_map_lookup_elem(&seen_buf, &zero);
+	if (!p || !b || !p->layout_ok || smp_proto_head(&b->h, p, NUPP_SMP_EV_PROTO_NEW, tgid, g, pt))
+		return 0;
+	b->h.pgen = pgen;
+	if (bpf_probe_read_user(&len, 4, (const void *)(b->h.chunkname + p->lo.str_len)))
+		return 0;
+	n = len < NUPP_SMP_CHUNK_MAX ? len : NUPP_SMP_CHUNK_MAX;
+	if (bpf_probe_read_user(b->data, n, (const void *)(b->h.chunkname + p->lo.str_size)))
+		return 0;
+	b->h.full = len;
+	b->h.size = n;
+	/* Lost (ring buffer full): a prototype is named while alive only. */
+	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup()))
+		return 0;
+	/* Its allocation and string constants, as this sample found them (alive): named
+	 * after the process exits if it exits before userspace has read them. */
+	if (bpf_probe_read_user(&sizept, 4, (const void *)(pt + p->lo.pt_sizept)) || !sizept ||
+	    sizept > NUPP_SMP_PT_MAX)
+		return 0; /* (a larger one is read while alive) */
+	n = sizept < NUPP_SMP_PT_MAX ? sizept : NUPP_SMP_PT_MAX;
+	if (bpf_probe_read_user(b->data, n, (const void *)pt))
+		return 0;
+	b->h.kind = NUPP_SMP_EV_PROTO_COPY;
+	b->h.full = sizept;
+	b->h.size = n;
+	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup()) == 0)
+		smp_kstr(b, p, pt);
+	return 0;
 }
 
 /* Adds one to the free generation of the block that holds GCproto pt: the frame cache

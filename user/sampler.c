@@ -75,7 +75,30 @@ struct nupp_sampler {
 	 * at close), and when it may be read next. */
 	bool where_due;
 	__u64 where_next;
+	/* Stacks of the stacks map held here too (struct smp_stk), by key; drains so far. */
+	struct smp_stk **stk;
+	size_t stk_nb, stk_n[NUPP_SMP_NBUF];
+	__u64 drains;
 };
+
+/* A stack record of the stacks map, held by userspace while the map keeps it for the
+ * samples of its buffer that count it again: a drain reads only the stacks it does not
+ * hold, and deletes from the map (each delete of a value of 2 KB costs the kernel an
+ * interrupt, to give memory back) only the stacks its buffer has not counted for
+ * SMP_STK_IDLE drains of it, or those not counted in this drain when the buffer holds
+ * more than half its room. A stack is deleted only while its buffer is being drained,
+ * when no count of that buffer refers to it: a sample that needs it again stores it
+ * again before counting it. */
+struct smp_stk {
+	struct smp_stk *next;
+	__u64 key;  /* the stack key, with its buffer's bit */
+	__u64 used; /* the drain that last counted it */
+	size_t size;
+	struct nupp_smp_stack *rec; /* the frames used only (size bytes) */
+};
+
+/* Drains of its buffer a stack may go uncounted and stay. */
+#define SMP_STK_IDLE 16
 
 /* Least time between two reads of the lost_where diagnosis map. */
 #define SMP_WHERE_US 10000000
@@ -175,6 +198,9 @@ static void smp_on_proto(struct nupp_sampler *s, struct smp_target *t, const str
 	else if (ev->kind == NUPP_SMP_EV_PROTO_NEW)
 		e = nupp_sym_born(t->sym, ev->pt, ev->pgen, ev->chunkname, ev->firstline, ev->sizebc, data, ev->size,
 				  ev->full);
+	else if (ev->kind == NUPP_SMP_EV_PROTO_COPY)
+		e = nupp_sym_copied(t->sym, ev->pt, ev->pgen, ev->chunkname, ev->firstline, ev->sizebc, data,
+				    ev->size, ev->full);
 	else
 		e = nupp_sym_freed(t->sym, ev->pt, ev->pgen, ev->chunkname, ev->firstline, ev->sizebc, data,
 				   ev->size, ev->full);
@@ -207,7 +233,7 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 	if (!t)
 		return;
 	if (ev->kind == NUPP_SMP_EV_PROTO_NEW || ev->kind == NUPP_SMP_EV_PROTO_FREE ||
-	    ev->kind == NUPP_SMP_EV_PROTO_KSTR) {
+	    ev->kind == NUPP_SMP_EV_PROTO_KSTR || ev->kind == NUPP_SMP_EV_PROTO_COPY) {
 		smp_on_proto(s, t, data, size);
 		return;
 	}
@@ -1082,35 +1108,6 @@ nomem:
 	return -ENOMEM;
 }
 
-/* Orders stack hashes. */
-static int smp_u64_cmp(const void *a, const void *b)
-{
-	__u64 x = *(const __u64 *)a, y = *(const __u64 *)b;
-
-	return x < y ? -1 : x > y;
-}
-
-/* Deletes the stacks of n count keys from the stacks map, each once, in batches. */
-static void smp_delete_stacks(int sfd, const struct nupp_smp_count_key *keys, size_t n)
-{
-	__u64 *h = malloc((n ? n : 1) * sizeof(*h));
-	size_t i, m = 0;
-
-	if (!h) {
-		for (i = 0; i < n; i++)
-			bpf_map_delete_elem(sfd, &keys[i].stack);
-		return;
-	}
-	for (i = 0; i < n; i++)
-		h[i] = keys[i].stack;
-	qsort(h, n, sizeof(*h), smp_u64_cmp);
-	for (i = 0; i < n; i++)
-		if (!m || h[m - 1] != h[i])
-			h[m++] = h[i];
-	smp_delete_keys(sfd, (const char *)h, m, sizeof(*h));
-	free(h);
-}
-
 /* Buffers of count, host and stack keys. */
 static bool smp_count_of(const void *key, int buf)
 {
@@ -1128,6 +1125,101 @@ static bool smp_stack_of(const void *key, int buf)
 
 	memcpy(&h, key, 8);
 	return !!(h & NUPP_SMP_STACK_BUF) == !!buf;
+}
+
+/* Bucket of stack key k. */
+static size_t smp_stk_bucket(const struct nupp_sampler *s, __u64 k)
+{
+	return (size_t)((k * 0x9e3779b97f4a7c15ull) >> 20) & (s->stk_nb - 1);
+}
+
+/* The stack held for key k, or NULL. */
+static struct smp_stk *smp_stk_get(struct nupp_sampler *s, __u64 k)
+{
+	struct smp_stk *c;
+
+	if (!s->stk_nb)
+		return NULL;
+	for (c = s->stk[smp_stk_bucket(s, k)]; c; c = c->next)
+		if (c->key == k)
+			return c;
+	return NULL;
+}
+
+/* Holds a copy of rec (size bytes) for key k; NULL when out of memory. */
+static struct smp_stk *smp_stk_add(struct nupp_sampler *s, __u64 k, const struct nupp_smp_stack *rec, size_t size)
+{
+	size_t n = s->stk_n[0] + s->stk_n[1], b;
+	struct smp_stk *c;
+
+	if (n + 1 > s->stk_nb) {
+		size_t nb = s->stk_nb ? 2 * s->stk_nb : 4096, i;
+		struct smp_stk **t = calloc(nb, sizeof(*t)), *next;
+
+		if (!t)
+			return NULL;
+		for (i = 0; i < s->stk_nb; i++)
+			for (c = s->stk[i]; c; c = next) {
+				next = c->next;
+				b = (size_t)((c->key * 0x9e3779b97f4a7c15ull) >> 20) & (nb - 1);
+				c->next = t[b];
+				t[b] = c;
+			}
+		free(s->stk);
+		s->stk = t;
+		s->stk_nb = nb;
+	}
+	c = malloc(sizeof(*c));
+	if (!c || !(c->rec = malloc(size))) {
+		free(c);
+		return NULL;
+	}
+	memcpy(c->rec, rec, size);
+	c->size = size;
+	c->key = k;
+	c->used = s->drains;
+	b = smp_stk_bucket(s, k);
+	c->next = s->stk[b];
+	s->stk[b] = c;
+	s->stk_n[!!(k & NUPP_SMP_STACK_BUF)]++;
+	return c;
+}
+
+/* Lets go of buffer buf's stacks that drop says to (all: every one), deleting them from
+ * the stacks map (sfd >= 0), in batches. */
+static void smp_stk_evict(struct nupp_sampler *s, int sfd, int buf, bool all)
+{
+	__u64 *del = NULL, idle = 2 * SMP_STK_IDLE;
+	size_t i, n = 0, cap = 0;
+	bool crowded = s->stk_n[buf] > s->opts.max_stacks / 2;
+	struct smp_stk **pp, *c;
+
+	for (i = 0; i < s->stk_nb; i++)
+		for (pp = &s->stk[i]; (c = *pp);) {
+			if (!!(c->key & NUPP_SMP_STACK_BUF) != !!buf ||
+			    !(all || c->used + idle < s->drains || (crowded && c->used != s->drains))) {
+				pp = &c->next;
+				continue;
+			}
+			if (sfd >= 0 && n == cap) {
+				__u64 *nd = realloc(del, (cap = cap ? 2 * cap : 256) * sizeof(*del));
+
+				if (!nd) {
+					pp = &c->next; /* kept: deleted at a later drain */
+					continue;
+				}
+				del = nd;
+			}
+			if (sfd >= 0)
+				del[n++] = c->key;
+			*pp = c->next;
+			s->stk_n[buf]--;
+			free(c->rec);
+			free(c);
+		}
+	if (n)
+		smp_delete_keys(sfd, (const char *)del, n, sizeof(*del));
+	free(del);
 }
 
 /* Names the host samples of a drain ("[host];<symbol>") and adds them to out. */
@@ -1213,6 +1305,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	/* BPF counts into the other buffer from now on: this one is read and emptied whole,
 	 * with nothing writing it (no count is lost to the reading). */
 	old = smp_flip(s);
+	s->drains++;
 	cfd = bpf_map__fd(s->skel->maps.counts);
 	sfd = bpf_map__fd(s->skel->maps.stacks);
 	hfd = bpf_map__fd(s->skel->maps.hosts);
@@ -1237,29 +1330,38 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	}
 	for (i = 0; i < (size_t)nkeys; i++) {
 		struct smp_row *row = &rows[nrows];
-		size_t used;
+		struct smp_stk *c = smp_stk_get(s, keys[i].stack);
 
 		row->c = cvals[i];
-		/* BPF stores a stack in the buffer before its first count there. */
-		if (bpf_map_lookup_elem(sfd, &keys[i].stack, st)) {
-			out->lost[NUPP_LOST_SYMBOLIZE] += smp_total(&row->c);
-			continue;
+		/* BPF stores a stack in the buffer before its first count there (or keeps
+		 * the one stored for an earlier count, which is held here). */
+		if (!c) {
+			if (bpf_map_lookup_elem(sfd, &keys[i].stack, st)) {
+				out->lost[NUPP_LOST_SYMBOLIZE] += smp_total(&row->c);
+				continue;
+			}
+			if (st->depth > smp_walk_depth(s))
+				st->depth = smp_walk_depth(s);
+			c = smp_stk_add(s, keys[i].stack, st,
+					offsetof(struct nupp_smp_stack, frames) + st->depth * sizeof(st->frames[0]));
+			if (!c) {
+				e = -ENOMEM;
+				goto out;
+			}
 		}
-		if (st->depth > smp_walk_depth(s))
-			st->depth = smp_walk_depth(s);
-		used = offsetof(struct nupp_smp_stack, frames) + st->depth * sizeof(st->frames[0]);
-		row->st = malloc(used);
+		c->used = s->drains;
+		row->st = malloc(c->size);
 		if (!row->st) {
 			e = -ENOMEM;
 			goto out;
 		}
-		memcpy(row->st, st, used);
+		memcpy(row->st, c->rec, c->size);
 		row->key = keys[i];
 		row->key.tgid &= ~NUPP_SMP_TGID_BUF;
 		nrows++;
 	}
-	/* The stacks of this buffer: the next samples in it store theirs again. */
-	smp_delete_stacks(sfd, keys, (size_t)nkeys);
+	/* Stacks of this buffer it has not counted for a while (or, crowded, in this drain). */
+	smp_stk_evict(s, sfd, old, false);
 	/* Lost counters of this buffer: per-CPU values, summed and zeroed. */
 	vals = calloc(ncpu, sizeof(*vals));
 	if (!vals) {
@@ -1292,6 +1394,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 			free(sk);
 			free(sv);
 		}
+		smp_stk_evict(s, -1, old, true); /* none of them is in the map any more */
 	}
 	/* Where the named Lua frames' functions are defined goes to out's frame table. */
 	for (i = 0; i < (size_t)s->ntargets; i++)
@@ -1447,6 +1550,11 @@ void nupp_sampler_close(struct nupp_sampler *s)
 		for (j = 0; j < SMP_PROBES; j++)
 			bpf_link__destroy(s->attach[i].links[j]);
 	ring_buffer__free(s->rb);
+	if (s->stk_nb) {
+		smp_stk_evict(s, -1, 0, true);
+		smp_stk_evict(s, -1, 1, true);
+	}
+	free(s->stk);
 	for (i = 0; i < s->ntargets; i++) {
 		nupp_sym_free(s->targets[i].sym);
 		nupp_addrmap_free(s->targets[i].amap);

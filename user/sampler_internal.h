@@ -64,6 +64,10 @@ int nupp_sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const str
  * name[len] (cut if len < full); every sample of it is of generation pgen or later. */
 int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
 		  const char *name, __u32 len, __u32 full);
+/* The allocation of pt, met at generation pgen, as the sample that met it found it
+ * (mem[size], cut if size < sizept): named without reading it. */
+int nupp_sym_copied(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
+		    const void *mem, __u32 size, __u32 sizept);
 /* pt, met before, died, ending generation pgen (generations count the frees of
  * prototypes met); mem[size] is its allocation (sizept bytes) as it was, cut if
  * size < sizept. */

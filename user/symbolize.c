@@ -731,7 +731,35 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 	return 0;
 }
 
-/* The string constants of pt as it died at generation pgen (a closing VM's). */
+/* The allocation of pt as the sample that first met it found it, alive (its met event,
+ * of generation pgen, came just before): the record that event began holds it, so pt is
+ * named without reading it (after its process exits too). mem[size] is cut if size <
+ * sizept (then it is read while alive). */
+int nupp_sym_copied(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 firstline, __u32 sizebc,
+		    const void *mem, __u32 size, __u32 sizept)
+{
+	struct sym_proto *p = sym_proto_alive(s, pt);
+	unsigned char *copy;
+
+	if (!p || p->lo != pgen || !p->have_fp || p->chunk != chunk || p->firstline != firstline ||
+	    p->sizebc != sizebc)
+		return -ENOENT;
+	if (p->mem || size < sizept || size < s->lo.pt_size + 4ull * sizebc)
+		return 0;
+	if (!sym_mem_fp_eq(&s->lo, mem, chunk, firstline, sizebc))
+		return -ESTALE;
+	copy = malloc(size);
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, mem, size);
+	p->mem = copy;
+	p->mem_live = false;
+	p->size = size;
+	return 0;
+}
+
+/* The string constants of pt as it died at generation pgen (a closing VM's), or as the
+ * sample that first met it at generation pgen found them (after its copy). */
 int nupp_sym_kstrs(struct nupp_sym *s, __u64 pt, __u64 pgen, const void *data, __u32 size)
 {
 	const unsigned char *q = data, *end = q + size;
@@ -739,8 +767,8 @@ int nupp_sym_kstrs(struct nupp_sym *s, __u64 pt, __u64 pgen, const void *data, _
 	struct nupp_smp_kstr e;
 	struct sym_kstr_entry *ne;
 
-	/* The record its free event (sent just before) ended. */
-	if (!p || p->hi == SYM_ALIVE || p->hi != (pgen > p->lo ? pgen : p->lo + 1))
+	/* The record its free event (sent just before) ended, or its met event began. */
+	if (!p || (p->hi == SYM_ALIVE ? p->lo != pgen : p->hi != (pgen > p->lo ? pgen : p->lo + 1)))
 		return -ENOENT;
 	while (q + sizeof(e) <= end) {
 		memcpy(&e, q, sizeof(e));
@@ -753,7 +781,7 @@ int nupp_sym_kstrs(struct nupp_sym *s, __u64 pt, __u64 pgen, const void *data, _
 				return -ENOMEM;
 			p->kstr = ne;
 			ne[p->nkstr].idx = e.idx;
-			ne[p->nkstr].drain = 0; /* copied as it died: valid whatever the drain */
+			ne[p->nkstr].drain = 0; /* copied by BPF: valid whatever the drain */
 			ne[p->nkstr].str = strndup((const char *)q, e.len);
 			if (ne[p->nkstr].str)
 				p->nkstr++;

@@ -192,10 +192,15 @@ enum nupp_smp_event_kind {
 				 * met by a sample or a trace copy for the first time, alive */
 	NUPP_SMP_EV_PROTO_FREE, /* struct nupp_smp_proto_event + the prototype's allocation:
 				 * a prototype met before dies */
-	/* After a PROTO_FREE of a closing VM (lua_close frees prototypes before strings):
-	 * struct nupp_smp_proto_event + its string constants (struct nupp_smp_kstr each),
-	 * so functions named by a constant of a caller are named after the process exits. */
+	/* After a PROTO_FREE of a closing VM (lua_close frees prototypes before strings), or
+	 * a PROTO_COPY: struct nupp_smp_proto_event + its string constants (struct
+	 * nupp_smp_kstr each), so functions named by a constant of a caller are named after
+	 * the process exits. */
 	NUPP_SMP_EV_PROTO_KSTR,
+	/* After a PROTO_NEW: struct nupp_smp_proto_event (pgen the same) + the prototype's
+	 * allocation as the sample found it, then a PROTO_KSTR of its string constants: a
+	 * prototype met last before the process exits is named without reading it. */
+	NUPP_SMP_EV_PROTO_COPY,
 };
 
 struct nupp_smp_event {

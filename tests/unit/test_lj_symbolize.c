@@ -819,6 +819,51 @@ START_TEST(string_constants_are_read_with_their_prototype_and_name_after_exit)
 }
 END_TEST
 
+/* The first sample that meets a prototype sends its allocation and string constants
+ * after its name (PROTO_COPY, PROTO_KSTR): a prototype met just before the process exits
+ * is named from them, nothing read, its call sites by their constants; a copy of
+ * another generation or fingerprint is not taken. */
+START_TEST(a_prototype_copied_at_its_first_sample_names_after_exit)
+{
+	char ev[64];
+	struct nupp_smp_kstr e = { 0 };
+	struct nupp_sym *s = gone_sym();
+	__u64 pt = (__u64)(uintptr_t)pcaller, chunk = (__u64)(uintptr_t)gcref(pcaller->chunkname);
+	int idx = kstr_idx(pcaller, "gfoo");
+
+	ck_assert_int_ge(idx, 0);
+	born(s, pcaller, 5, "=symtest");
+	born(s, pgfoo, 5, "=symtest");
+	/* not this record's: another generation, another fingerprint */
+	ck_assert_int_eq(nupp_sym_copied(s, pt, 6, chunk, pcaller->firstline, pcaller->sizebc, pcaller,
+					 pcaller->sizept, pcaller->sizept),
+			 -ENOENT);
+	ck_assert_int_eq(nupp_sym_copied(s, pt, 5, chunk, pcaller->firstline + 1, pcaller->sizebc, pcaller,
+					 pcaller->sizept, pcaller->sizept),
+			 -ENOENT);
+	ck_assert_int_eq(nupp_sym_copied(s, pt, 5, chunk, pcaller->firstline, pcaller->sizebc, pcaller,
+					 pcaller->sizept, pcaller->sizept),
+			 0);
+	ck_assert_int_eq(nupp_sym_copied(s, (__u64)(uintptr_t)pgfoo, 5, chunk, pgfoo->firstline, pgfoo->sizebc, pgfoo,
+					 pgfoo->sizept, pgfoo->sizept),
+			 0);
+	e.idx = (__u16)idx;
+	e.len = 4;
+	e.whole = 1;
+	memcpy(ev, &e, sizeof(e));
+	memcpy(ev + sizeof(e), "gfoo", 4);
+	ck_assert_int_eq(nupp_sym_kstrs(s, pt, 6, ev, sizeof(e) + 4), -ENOENT);
+	ck_assert_int_eq(nupp_sym_kstrs(s, pt, 5, ev, sizeof(e) + 4), 0);
+	/* the process exits before anything is read */
+	target_gone = true;
+	nupp_sym_begin(s);
+	named_at(s, pgfoo, 1, 5, "symtest:gfoo");
+	ck_assert_int_eq(ngone_reads + ngone_readv, 0);
+	nupp_sym_free(s);
+	target_gone = false;
+}
+END_TEST
+
 START_TEST(prototypes_born_are_read_at_once_and_name_after_exit)
 {
 	char b[256];
@@ -1173,6 +1218,7 @@ int main(void)
 	tcase_add_test(tc, a_cut_copy_names_nothing);
 	tcase_add_test(tc, a_memoised_name_belongs_to_its_caller_incarnation);
 	tcase_add_test(tc, a_trace_prototype_no_sample_met_is_read_again_each_round);
+	tcase_add_test(tc, a_prototype_copied_at_its_first_sample_names_after_exit);
 	tcase_add_test(tc, lost_events_keep_only_the_memoised_names_of_proven_copies);
 	tcase_add_test(tc, lines_mode_memoises_each_position);
 	suite_add_tcase(su, tc);
