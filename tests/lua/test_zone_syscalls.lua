@@ -23,18 +23,36 @@ jit.off() run(n) jit.on() run(n)
 assert(zone.path() == "")
 ]])
 f:close()
-local counts = {}
+-- System calls by name in an strace output.
+local by_name = function(path)
+  local t, f = {}, assert(io.open(path))
+  for line in f:lines() do
+    local name = line:match("^%d+%s+([%w_]+)%(") or line:match("^([%w_]+)%(") or line
+    t[name] = (t[name] or 0) + 1
+  end
+  f:close()
+  return t
+end
+local counts, names = {}, {}
 for _, n in ipairs({ 1000, 100000 }) do
   local out = tmp .. "." .. n
   local cmd = string.format("strace -f -qq -o %q %q %q %d", out, exe, script, n)
   local ok = os.execute(cmd)
   if ok ~= 0 and ok ~= true then error("FAIL: " .. cmd .. " failed") end
   counts[#counts + 1] = n_lines(out)
+  names[#names + 1] = by_name(out)
   os.remove(out)
 end
 os.remove(script) os.remove(tmp)
 print(string.format("system calls: %d with 2*10^3 pairs x3, %d with 2*10^5", counts[1], counts[2]))
 if counts[1] ~= counts[2] then
+  -- Which calls differ (for the next reader of a failure).
+  for name, k in pairs(names[2]) do
+    if k ~= (names[1][name] or 0) then print(string.format("  %s: %d -> %d", name, names[1][name] or 0, k)) end
+  end
+  for name, k in pairs(names[1]) do
+    if not names[2][name] then print(string.format("  %s: %d -> 0", name, k)) end
+  end
   error(string.format("FAIL: %d more system calls for 2*99000*3 more push/pop pairs", counts[2] - counts[1]))
 end
 print("PASS: a zone push or pop makes no system call")
