@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /* luajit:trace_abort / trace_blacklist consumer: abort rows counted in a kernel hash map. */
-#include "vmlinux.h"
+/* UAPI headers, not vmlinux.h: nothing here reads a kernel structure, and without CO-RE
+ * relocations libbpf need not read the kernel's BTF (5.5 MB) to load this object. */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/ptrace.h>
+#include <stdbool.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
@@ -8,6 +13,7 @@
 #include "nupp/trace_abi.h"
 #include "nupp/severity.h"
 #include "nupp/lj_layout.h"
+#define NUPP_ZONE_READ(dst, size, addr) bpf_probe_read_user(dst, size, (const void *)(unsigned long)(addr))
 #include "nupp/zone_abi.h"
 #include "nupp/follow_abi.h"
 

@@ -1,6 +1,11 @@
 // SPDX-License-Identifier: GPL-2.0
 /* luajit:vm_open / vm_close consumer: reports each VM's g, L and layout to userspace. */
-#include "vmlinux.h"
+/* UAPI headers, not vmlinux.h: nothing here reads a kernel structure, and without CO-RE
+ * relocations libbpf need not read the kernel's BTF (5.5 MB) to load this object. */
+#include <linux/types.h>
+#include <linux/bpf.h>
+#include <linux/ptrace.h>
+#include <stdbool.h>
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
