@@ -423,9 +423,8 @@ static long smp_settle_cb(__u32 i, void *ctx)
 			s->wc_gen[wi] = m->gen;
 			return 0;
 		}
-	}
-	if (ok)
 		s->w.unwatched = 1;
+	}
 	/* Not proven (a failed walk), or not watched: its cache entry is dropped. */
 	if (m->key) {
 		c = nupp_walk_fc_look(&s->w, s->w.fc_tag, m->fn, m->key, 0);
@@ -1030,6 +1029,24 @@ static __always_inline void smp_kstr(struct smp_proto_buf *b, struct nupp_smp_pr
 	bpf_ringbuf_output(&events, b, sizeof(b->h) + used, smp_proto_wakeup());
 }
 
+/* Copies prototype pt's allocation (sizept bytes, at most NUPP_SMP_PT_MAX: a larger one's
+ * copy is cut, unless whole asks for none then) into b's data, with h.full and h.size;
+ * returns the bytes copied, 0 when none. */
+static __always_inline __u32 smp_proto_alloc(struct smp_proto_buf *b, struct nupp_smp_proc *p, __u64 pt, int whole)
+{
+	__u32 sizept = 0, n;
+
+	if (bpf_probe_read_user(&sizept, 4, (const void *)(pt + p->lo.pt_sizept)) || !sizept ||
+	    (whole && sizept > NUPP_SMP_PT_MAX))
+		return 0;
+	n = sizept < NUPP_SMP_PT_MAX ? sizept : NUPP_SMP_PT_MAX;
+	if (bpf_probe_read_user(b->data, n, (const void *)pt))
+		return 0;
+	b->h.full = sizept;
+	b->h.size = n;
+	return n;
+}
+
 /* Watches prototype pt of VM g in process tgid, alive now (a sample's frame, or a
  * function of a trace being copied), at the sample's generation pgen: the first time
  * (since its last free) it enters pseen, and its fingerprint and chunk name, then its
@@ -1042,7 +1059,7 @@ __noinline int smp_proto_watch(__u32 tgid, __u64 g, __u64 pt, __u64 pgen)
 	struct smp_pseen_key k = { .tgid = tgid, .pt = pt };
 	struct nupp_smp_proc *p;
 	struct smp_proto_buf *b;
-	__u32 zero = 0, len = 0, n, sizept = 0;
+	__u32 zero = 0, len = 0, n;
 	__u8 one = 1;
 	long err;
 
@@ -1071,16 +1088,12 @@ __noinline int smp_proto_watch(__u32 tgid, __u64 g, __u64 pt, __u64 pgen)
 	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup()))
 		return 0;
 	/* Its allocation and string constants, as this sample found them (alive): named
-	 * after the process exits if it exits before userspace has read them. */
-	if (bpf_probe_read_user(&sizept, 4, (const void *)(pt + p->lo.pt_sizept)) || !sizept ||
-	    sizept > NUPP_SMP_PT_MAX)
-		return 0; /* (a larger one is read while alive) */
-	n = sizept < NUPP_SMP_PT_MAX ? sizept : NUPP_SMP_PT_MAX;
-	if (bpf_probe_read_user(b->data, n, (const void *)pt))
+	 * after the process exits if it exits before userspace has read them. A larger
+	 * one than a copy holds is read while alive. */
+	n = smp_proto_alloc(b, p, pt, 1);
+	if (!n)
 		return 0;
 	b->h.kind = NUPP_SMP_EV_PROTO_COPY;
-	b->h.full = sizept;
-	b->h.size = n;
 	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup()) == 0)
 		smp_kstr(b, p, pt);
 	return 0;
@@ -1102,7 +1115,7 @@ static __always_inline void smp_pfree_bump(__u64 pt)
 SEC("usdt")
 int nupp_smp_proto_free(struct pt_regs *ctx)
 {
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, sizept = 0, n, slot;
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, n, slot;
 	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
 	struct smp_pseen_key k = { .tgid = tgid };
 	struct smp_proto_buf *b;
@@ -1135,16 +1148,12 @@ int nupp_smp_proto_free(struct pt_regs *ctx)
 	b = bpf_map_lookup_elem(&proto_buf, &zero);
 	if (!b || bpf_usdt_arg(ctx, 0, &g))
 		goto lost;
-	if (bpf_probe_read_user(&sizept, 4, (const void *)(k.pt + p->lo.pt_sizept)))
-		sizept = 0;
-	if (smp_proto_head(&b->h, p, NUPP_SMP_EV_PROTO_FREE, tgid, (__u64)g, k.pt) || !sizept)
+	if (smp_proto_head(&b->h, p, NUPP_SMP_EV_PROTO_FREE, tgid, (__u64)g, k.pt))
 		goto lost;
 	b->h.pgen = gen;
-	n = sizept < NUPP_SMP_PT_MAX ? sizept : NUPP_SMP_PT_MAX;
-	if (bpf_probe_read_user(b->data, n, (const void *)k.pt))
+	n = smp_proto_alloc(b, p, k.pt, 0);
+	if (!n)
 		goto lost;
-	b->h.full = sizept;
-	b->h.size = n;
 	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup()) == 0) {
 		/* lua_close: the strings its constants name die after every prototype. */
 		if (smp_vm_gone(p, (__u64)g))
@@ -1233,7 +1242,7 @@ static __always_inline __u64 smp_tb_get(const __u8 *base, __u32 ofs, __u32 max, 
 /* Adds GCfunc* fn to the event's table of this CPU's trace copy once (open addressing on
  * its address: a trace's map names the same few functions in snapshot after snapshot). A
  * global function: its probe loop is verified once, not at each of its three callers. */
-__noinline int smp_tb_add_fn_g(__u64 fn)
+__noinline int smp_tb_add_fn(__u64 fn)
 {
 	__u32 zero = 0;
 	struct smp_trace_buf *b = bpf_map_lookup_elem(&trace_buf, &zero);
@@ -1262,11 +1271,6 @@ __noinline int smp_tb_add_fn_g(__u64 fn)
 	return 0;
 }
 
-/* The same for trace buffer b (this CPU's, as every caller's). */
-static __always_inline void smp_tb_add_fn(struct smp_trace_buf *b, __u64 fn)
-{
-	smp_tb_add_fn_g(fn);
-}
 
 /* bpf_loop callback: snapshot map entry j. A frame's function is the entry of the slot
  * below its SNAP_FRAME link entry (FR2, entries in slot order, lj_snap.c snapshot_slots);
@@ -1300,7 +1304,7 @@ static long smp_trace_scan_cb(__u32 j, void *ctx)
 		return 0;
 	fn = smp_tb_get(b->ev.data, ofs + b->ir_size, NUPP_SMP_TRACE_MAX, 8) & b->gcvmask;
 	if (fn)
-		smp_tb_add_fn(b, fn);
+		smp_tb_add_fn(fn);
 	return 0;
 }
 
@@ -1328,7 +1332,7 @@ static long smp_trace_kscan_cb(__u32 j, void *ctx)
 	if (o == b->ir_kgc && t == b->irt_func) {
 		fn = smp_tb_get(b->ev.data, ofs + b->ir_size, NUPP_SMP_TRACE_MAX, 8) & b->gcvmask;
 		if (fn)
-			smp_tb_add_fn(b, fn);
+			smp_tb_add_fn(fn);
 		if (b->ev.nfn > NUPP_SMP_TRACE_FNS)
 			return 1;
 	}
@@ -1477,7 +1481,7 @@ static __always_inline __u32 smp_trace_copy_all(struct smp_trace_buf *b, const s
 		bpf_loop(NUPP_SMP_TRACE_MAX / 4, smp_trace_scan_cb, NULL, 0);
 	}
 	/* The start prototype too (fn 0), whose bytecode a snapshot may need. */
-	smp_tb_add_fn(b, 0);
+	smp_tb_add_fn(0);
 	if (b->ev.nfn > NUPP_SMP_TRACE_FNS)
 		return NUPP_SMP_TC_FNS;
 	b->fn[(b->ev.nfn - 1) & (NUPP_SMP_TRACE_FNS - 1)].ptr = smp_tb_get(b->ev.data, lo->T_startpt, 512, 8);

@@ -1127,10 +1127,10 @@ static bool smp_stack_of(const void *key, int buf)
 	return !!(h & NUPP_SMP_STACK_BUF) == !!buf;
 }
 
-/* Bucket of stack key k. */
-static size_t smp_stk_bucket(const struct nupp_sampler *s, __u64 k)
+/* Bucket of stack key k among nb (a power of two). */
+static size_t smp_stk_bucket(__u64 k, size_t nb)
 {
-	return (size_t)((k * 0x9e3779b97f4a7c15ull) >> 20) & (s->stk_nb - 1);
+	return (size_t)((k * 0x9e3779b97f4a7c15ull) >> 20) & (nb - 1);
 }
 
 /* The stack held for key k, or NULL. */
@@ -1140,7 +1140,7 @@ static struct smp_stk *smp_stk_get(struct nupp_sampler *s, __u64 k)
 
 	if (!s->stk_nb)
 		return NULL;
-	for (c = s->stk[smp_stk_bucket(s, k)]; c; c = c->next)
+	for (c = s->stk[smp_stk_bucket(k, s->stk_nb)]; c; c = c->next)
 		if (c->key == k)
 			return c;
 	return NULL;
@@ -1161,7 +1161,7 @@ static struct smp_stk *smp_stk_add(struct nupp_sampler *s, __u64 k, const struct
 		for (i = 0; i < s->stk_nb; i++)
 			for (c = s->stk[i]; c; c = next) {
 				next = c->next;
-				b = (size_t)((c->key * 0x9e3779b97f4a7c15ull) >> 20) & (nb - 1);
+				b = smp_stk_bucket(c->key, nb);
 				c->next = t[b];
 				t[b] = c;
 			}
@@ -1178,7 +1178,7 @@ static struct smp_stk *smp_stk_add(struct nupp_sampler *s, __u64 k, const struct
 	c->size = size;
 	c->key = k;
 	c->used = s->drains;
-	b = smp_stk_bucket(s, k);
+	b = smp_stk_bucket(k, s->stk_nb);
 	c->next = s->stk[b];
 	s->stk[b] = c;
 	s->stk_n[!!(k & NUPP_SMP_STACK_BUF)]++;

@@ -470,6 +470,22 @@ static void sym_proto_take_live(struct nupp_sym *s, struct sym_proto *p, unsigne
 	p->live_drain = s->drain;
 }
 
+/* Makes a copy of mem[size], sent by BPF (not read from the target), p's allocation: 0,
+ * or -ENOMEM (p unchanged). */
+static int sym_proto_take_copy(struct sym_proto *p, const void *mem, __u32 size)
+{
+	unsigned char *copy = malloc(size ? size : 1);
+
+	if (!copy)
+		return -ENOMEM;
+	memcpy(copy, mem, size);
+	free(p->mem);
+	p->mem = copy;
+	p->mem_live = false;
+	p->size = size;
+	return 0;
+}
+
 /* Copies p's allocation from the target (it must be alive), checked against f. */
 static int sym_proto_read(struct nupp_sym *s, struct sym_proto *p, const struct nupp_smp_frame *f)
 {
@@ -671,7 +687,6 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 		   const void *mem, __u32 size, __u32 sizept)
 {
 	struct sym_proto *p;
-	unsigned char *copy;
 
 	/* Of the generations nupp_sym_reset gave up: their stacks are refused anyway. */
 	if (pgen <= s->refuse_upto)
@@ -716,18 +731,12 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 		p->unusable = true;
 		return 0;
 	}
-	copy = malloc(size ? size : 1);
-	if (!copy) {
+	if (sym_proto_take_copy(p, mem, size)) {
 		free(p->mem); /* ended all the same: it names nothing */
 		p->mem = NULL;
 		p->unusable = true;
 		return -ENOMEM;
 	}
-	memcpy(copy, mem, size);
-	free(p->mem);
-	p->mem = copy;
-	p->mem_live = false;
-	p->size = size;
 	return 0;
 }
 
@@ -739,7 +748,6 @@ int nupp_sym_copied(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32
 		    const void *mem, __u32 size, __u32 sizept)
 {
 	struct sym_proto *p = sym_proto_alive(s, pt);
-	unsigned char *copy;
 
 	if (!p || p->lo != pgen || !p->have_fp || p->chunk != chunk || p->firstline != firstline ||
 	    p->sizebc != sizebc)
@@ -748,14 +756,7 @@ int nupp_sym_copied(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32
 		return 0;
 	if (!sym_mem_fp_eq(&s->lo, mem, chunk, firstline, sizebc))
 		return -ESTALE;
-	copy = malloc(size);
-	if (!copy)
-		return -ENOMEM;
-	memcpy(copy, mem, size);
-	p->mem = copy;
-	p->mem_live = false;
-	p->size = size;
-	return 0;
+	return sym_proto_take_copy(p, mem, size);
 }
 
 /* The string constants of pt as it died at generation pgen (a closing VM's), or as the
@@ -791,22 +792,19 @@ int nupp_sym_kstrs(struct nupp_sym *s, __u64 pt, __u64 pgen, const void *data, _
 	return 0;
 }
 
-/* Drops the incarnations that died at or before generation pgen (a walk of every
- * record only when one ended there: ended_min is the lowest end of those kept). */
-void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
+/* Frees the records drop(p, arg) is true of; returns the lowest end of those kept. */
+static __u64 sym_drop(struct nupp_sym *s, bool (*drop)(const struct sym_proto *, __u64), __u64 arg)
 {
 	__u64 min = SYM_ALIVE;
 	int i;
 
-	if (s->ended_min > pgen)
-		return;
 	for (i = 0; i < SYM_BUCKETS; i++) {
 		struct sym_proto **pp = &s->protos[i];
 
 		while (*pp) {
 			struct sym_proto *p = *pp;
 
-			if (p->hi != SYM_ALIVE && p->hi <= pgen) {
+			if (drop(p, arg)) {
 				*pp = p->next;
 				sym_proto_free(p);
 			} else {
@@ -816,7 +814,22 @@ void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
 			}
 		}
 	}
-	s->ended_min = min;
+	return min;
+}
+
+/* Whether p died at or before generation pgen. */
+static bool sym_ended_by(const struct sym_proto *p, __u64 pgen)
+{
+	return p->hi != SYM_ALIVE && p->hi <= pgen;
+}
+
+/* Drops the incarnations that died at or before generation pgen (a walk of every
+ * record only when one ended there: ended_min is the lowest end of those kept). */
+void nupp_sym_purge(struct nupp_sym *s, __u64 pgen)
+{
+	if (s->ended_min > pgen)
+		return;
+	s->ended_min = sym_drop(s, sym_ended_by, pgen);
 }
 
 /* Free events were lost, all at generations <= pgen (the process's generation now):
@@ -915,24 +928,14 @@ __u64 nupp_sym_lost(struct nupp_sym *s, __u64 pgen)
 /* Drops the records of prototypes read for a trace and never met by a sample since (still
  * thought alive, unwatched): no free of theirs may come, so none may name a later
  * incarnation of the address. */
+static bool sym_unwatched_alive(const struct sym_proto *p, __u64 unused)
+{
+	return p->unwatched && p->hi == SYM_ALIVE;
+}
+
 static void sym_drop_unwatched(struct nupp_sym *s)
 {
-	int i;
-
-	for (i = 0; i < SYM_BUCKETS; i++) {
-		struct sym_proto **pp = &s->protos[i];
-
-		while (*pp) {
-			struct sym_proto *p = *pp;
-
-			if (p->unwatched && p->hi == SYM_ALIVE) {
-				*pp = p->next;
-				sym_proto_free(p);
-			} else {
-				pp = &p->next;
-			}
-		}
-	}
+	s->ended_min = sym_drop(s, sym_unwatched_alive, 0);
 	s->nunwatched = 0;
 }
 
