@@ -75,9 +75,11 @@ struct nupp_sampler {
 	 * at close), and when it may be read next. */
 	bool where_due;
 	__u64 where_next;
-	/* Stacks of the stacks map held here too (struct smp_stk), by key; drains so far. */
+	/* Stacks of the stacks map held here too (struct smp_stk), by key, and per buffer
+	 * from the least recently counted to the most (old[b] .. new[b]); drains so far. */
 	struct smp_stk **stk;
 	size_t stk_nb, stk_n[NUPP_SMP_NBUF];
+	struct smp_stk *stk_old[NUPP_SMP_NBUF], *stk_new[NUPP_SMP_NBUF];
 	__u64 drains;
 };
 
@@ -90,15 +92,19 @@ struct nupp_sampler {
  * when no count of that buffer refers to it: a sample that needs it again stores it
  * again before counting it. */
 struct smp_stk {
-	struct smp_stk *next;
+	struct smp_stk *next;         /* in its hash bucket */
+	struct smp_stk *older, *newer; /* in its buffer's list, by the drain that last counted it */
 	__u64 key;  /* the stack key, with its buffer's bit */
 	__u64 used; /* the drain that last counted it */
 	size_t size;
 	struct nupp_smp_stack *rec; /* the frames used only (size bytes) */
 };
 
-/* Drains of its buffer a stack may go uncounted and stay. */
-#define SMP_STK_IDLE 16
+/* Drains of its buffer a stack may go uncounted and stay: a minute at record's period
+ * (200 ms, two buffers). Keeping one costs memory only (bounded by the crowding rule);
+ * deleting one costs an interrupt, and a program's stacks mostly come back (luacheck:
+ * 4,000 stacks in 10 s, of which a window of 16 drains deleted most). */
+#define SMP_STK_IDLE 150
 
 /* Least time between two reads of the lost_where diagnosis map. */
 #define SMP_WHERE_US 10000000
@@ -654,7 +660,8 @@ static int smp_target_ready(struct nupp_sampler *s, struct smp_target *t)
 struct smp_row {
 	struct nupp_smp_count_key key;
 	struct nupp_smp_count c;
-	struct nupp_smp_stack *st; /* the frames used only */
+	const struct nupp_smp_stack *st; /* the frames used only (held in a struct smp_stk) */
+	size_t size;                      /* of st */
 	char *stack;
 	int lost_reason;
 	bool cut; /* named with a [truncated] root */
@@ -770,6 +777,7 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 {
 	struct nupp_smp_frame fr[NUPP_SMP_MAX_DEPTH + 64];
 	struct smp_target *t = smp_target(s, (pid_t)r->key.tgid);
+	struct nupp_smp_stack *hst = NULL;
 	char *str;
 	int n, e, keep;
 
@@ -779,13 +787,22 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 	r->cut = (r->st->flags & NUPP_SMP_F_CUT) != 0;
 	if (!t || smp_target_ready(s, t))
 		return;
-	/* A helper's sample: L->base and SAVE_PC are its Lua stack only if its call synced. */
-	if ((r->st->flags & NUPP_SMP_F_HELPER) &&
-	    !nupp_smp_helper_keep(r->st, smp_site_sync(t, r->st->callsite, (r->st->flags & NUPP_SMP_F_CPCALL) != 0))) {
-		r->lost_reason = NUPP_LOST_BAD_FRAME;
-		return;
+	/* A helper's sample: L->base and SAVE_PC are its Lua stack only if its call synced
+	 * (its leaf's line may be unknown: marked in a copy, the held record stays as read). */
+	if (r->st->flags & NUPP_SMP_F_HELPER) {
+		int sync = smp_site_sync(t, r->st->callsite, (r->st->flags & NUPP_SMP_F_CPCALL) != 0);
+
+		if (!(hst = malloc(r->size)))
+			return;
+		memcpy(hst, r->st, r->size);
+		if (!nupp_smp_helper_keep(hst, sync)) {
+			r->lost_reason = NUPP_LOST_BAD_FRAME;
+			free(hst);
+			return;
+		}
 	}
-	n = nupp_traces_expand(t->traces, r->st, fr, (int)NUPP_ARRAY_SIZE(fr));
+	n = nupp_traces_expand(t->traces, hst ? hst : r->st, fr, (int)NUPP_ARRAY_SIZE(fr));
+	free(hst);
 	if (n == -E2BIG) {
 		r->lost_reason = NUPP_LOST_TRUNCATED;
 		return;
@@ -1146,6 +1163,40 @@ static struct smp_stk *smp_stk_get(struct nupp_sampler *s, __u64 k)
 	return NULL;
 }
 
+/* Takes c out of its buffer's list (c->older and c->newer are left as they were). */
+static void smp_stk_unlist(struct nupp_sampler *s, struct smp_stk *c)
+{
+	int b = !!(c->key & NUPP_SMP_STACK_BUF);
+
+	if (c->older)
+		c->older->newer = c->newer;
+	else if (s->stk_old[b] == c)
+		s->stk_old[b] = c->newer;
+	if (c->newer)
+		c->newer->older = c->older;
+	else if (s->stk_new[b] == c)
+		s->stk_new[b] = c->older;
+}
+
+/* Marks c counted in this drain: the newest of its buffer's list, which stays ordered by
+ * the drain that last counted each stack. */
+static void smp_stk_used(struct nupp_sampler *s, struct smp_stk *c)
+{
+	int b = !!(c->key & NUPP_SMP_STACK_BUF);
+
+	c->used = s->drains;
+	if (s->stk_new[b] == c)
+		return;
+	smp_stk_unlist(s, c);
+	c->older = s->stk_new[b];
+	c->newer = NULL;
+	if (c->older)
+		c->older->newer = c;
+	else
+		s->stk_old[b] = c;
+	s->stk_new[b] = c;
+}
+
 /* Holds a copy of rec (size bytes) for key k; NULL when out of memory. */
 static struct smp_stk *smp_stk_add(struct nupp_sampler *s, __u64 k, const struct nupp_smp_stack *rec, size_t size)
 {
@@ -1177,46 +1228,44 @@ static struct smp_stk *smp_stk_add(struct nupp_sampler *s, __u64 k, const struct
 	memcpy(c->rec, rec, size);
 	c->size = size;
 	c->key = k;
-	c->used = s->drains;
 	b = smp_stk_bucket(k, s->stk_nb);
 	c->next = s->stk[b];
 	s->stk[b] = c;
 	s->stk_n[!!(k & NUPP_SMP_STACK_BUF)]++;
+	c->older = c->newer = NULL;
+	smp_stk_used(s, c);
 	return c;
 }
 
-/* Lets go of buffer buf's stacks that drop says to (all: every one), deleting them from
- * the stacks map (sfd >= 0), in batches. */
+/* Lets go of buffer buf's stacks not counted for SMP_STK_IDLE of its drains (all: every
+ * one; crowded past half the room: every one not counted in this drain), deleting them
+ * from the stacks map (sfd >= 0), in batches. The oldest come first in the buffer's list:
+ * the walk stops at the first stack to keep. */
 static void smp_stk_evict(struct nupp_sampler *s, int sfd, int buf, bool all)
 {
 	__u64 *del = NULL, idle = 2 * SMP_STK_IDLE;
-	size_t i, n = 0, cap = 0;
+	size_t n = 0, cap = 0;
 	bool crowded = s->stk_n[buf] > s->opts.max_stacks / 2;
 	struct smp_stk **pp, *c;
 
-	for (i = 0; i < s->stk_nb; i++)
-		for (pp = &s->stk[i]; (c = *pp);) {
-			if (!!(c->key & NUPP_SMP_STACK_BUF) != !!buf ||
-			    !(all || c->used + idle < s->drains || (crowded && c->used != s->drains))) {
-				pp = &c->next;
-				continue;
-			}
-			if (sfd >= 0 && n == cap) {
-				__u64 *nd = realloc(del, (cap = cap ? 2 * cap : 256) * sizeof(*del));
+	while ((c = s->stk_old[buf]) && (all || c->used + idle < s->drains || (crowded && c->used != s->drains))) {
+		if (sfd >= 0 && n == cap) {
+			__u64 *nd = realloc(del, (cap = cap ? 2 * cap : 256) * sizeof(*del));
 
-				if (!nd) {
-					pp = &c->next; /* kept: deleted at a later drain */
-					continue;
-				}
-				del = nd;
-			}
-			if (sfd >= 0)
-				del[n++] = c->key;
-			*pp = c->next;
-			s->stk_n[buf]--;
-			free(c->rec);
-			free(c);
+			if (!nd)
+				break; /* the rest are deleted at a later drain */
+			del = nd;
 		}
+		if (sfd >= 0)
+			del[n++] = c->key;
+		smp_stk_unlist(s, c);
+		for (pp = &s->stk[smp_stk_bucket(c->key, s->stk_nb)]; *pp != c; pp = &(*pp)->next)
+			;
+		*pp = c->next;
+		s->stk_n[buf]--;
+		free(c->rec);
+		free(c);
+	}
 	if (n)
 		smp_delete_keys(sfd, (const char *)del, n, sizeof(*del));
 	free(del);
@@ -1268,6 +1317,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	size_t nrows = 0, i;
 	long nkeys = 0, nhosts = 0;
 	__u64 *vals = NULL, t0 = smp_now_us(), full = 0, walk = 0;
+	bool swept = false;
 	__u32 r;
 	int e = 0;
 
@@ -1349,19 +1399,13 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 				goto out;
 			}
 		}
-		c->used = s->drains;
-		row->st = malloc(c->size);
-		if (!row->st) {
-			e = -ENOMEM;
-			goto out;
-		}
-		memcpy(row->st, c->rec, c->size);
+		smp_stk_used(s, c);
+		row->st = c->rec; /* held until a later drain: this one counted it */
+		row->size = c->size;
 		row->key = keys[i];
 		row->key.tgid &= ~NUPP_SMP_TGID_BUF;
 		nrows++;
 	}
-	/* Stacks of this buffer it has not counted for a while (or, crowded, in this drain). */
-	smp_stk_evict(s, sfd, old, false);
 	/* Lost counters of this buffer: per-CPU values, summed and zeroed. */
 	vals = calloc(ncpu, sizeof(*vals));
 	if (!vals) {
@@ -1394,7 +1438,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 			free(sk);
 			free(sv);
 		}
-		smp_stk_evict(s, -1, old, true); /* none of them is in the map any more */
+		swept = true;
 	}
 	/* Where the named Lua frames' functions are defined goes to out's frame table. */
 	for (i = 0; i < (size_t)s->ntargets; i++)
@@ -1416,6 +1460,12 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	e = smp_host_rows(s, hkeys, hvals, nhosts, out);
 	if (e)
 		goto out;
+	/* Stacks of this buffer it has not counted for a while (or, crowded, in this drain),
+	 * once the rows, which point at the records counted in this drain, are named. */
+	if (swept)
+		smp_stk_evict(s, -1, old, true); /* none of them is in the map any more */
+	else
+		smp_stk_evict(s, sfd, old, false);
 	/* Where walks failed (mode, walker source line), for -v diagnosis: read when walks
 	 * failed, at most every SMP_WHERE_US (the counters add up meanwhile). */
 	s->where_due |= walk != 0;
@@ -1432,10 +1482,8 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 			nupp_sym_purge(s->targets[i].sym, s->targets[i].pgen);
 	}
 out:
-	for (i = 0; rows && i < nrows; i++) {
-		free(rows[i].st);
+	for (i = 0; rows && i < nrows; i++)
 		free(rows[i].stack);
-	}
 	free(rows);
 	free(vals);
 	free(keys);
