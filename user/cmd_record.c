@@ -10,11 +10,13 @@
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
+#include <spawn.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -369,10 +371,11 @@ static void *record_close_some(void *arg)
 	return NULL;
 }
 
-/* The closer process: once this process (pidfd) has exited, closes every descriptor
- * it inherited, side by side, and exits. The last close of a uprobe's perf event
- * unregisters it, which waits for kernel grace periods: many at once share them. */
-static void __attribute__((noreturn)) record_closer(int pidfd, int argc, char **argv)
+/* The closer process: once the record process (pidfd) has exited, closes every
+ * descriptor it was given, side by side, and exits. The last close of a uprobe's perf
+ * event unregisters it, which waits for kernel grace periods: many at once share them.
+ * Started by record_close_later as "nupp-bpf-detach PIDFD", in a session of its own. */
+void __attribute__((noreturn)) record_closer(int pidfd)
 {
 	struct pollfd p = { .fd = pidfd, .events = POLLIN };
 	static struct record_fds f;
@@ -381,17 +384,12 @@ static void __attribute__((noreturn)) record_closer(int pidfd, int argc, char **
 	struct dirent *de;
 	DIR *d;
 
-	/* Not taken for record itself (pgrep -f, ps): its own name, the command line blanked
-	 * (/proc/PID/cmdline reads the argument strings in place). */
 	prctl(PR_SET_NAME, (unsigned long)"nupp-bpf-detach", 0, 0, 0);
-	for (i = 0; i < argc; i++)
-		memset(argv[i], 0, strlen(argv[i]));
-	/* Out of the terminal's signals, holding none of its pipes open. */
-	setsid();
 	signal(SIGINT, SIG_IGN);
 	signal(SIGTERM, SIG_IGN);
 	signal(SIGHUP, SIG_IGN);
 	signal(SIGPIPE, SIG_IGN);
+	/* Holding none of the terminal's pipes open. */
 	for (i = 0; i < 3 && null >= 0; i++)
 		dup2(null, i);
 	/* Until the record process has dropped its references: then ours are the last. */
@@ -418,22 +416,44 @@ static void __attribute__((noreturn)) record_closer(int pidfd, int argc, char **
 /* Hands the session's kernel objects (BPF programs, maps, links, probes) to a detached
  * closer process, which releases them right after this process exits: detaching a
  * uprobe waits 0.1-0.3 s for the kernel, once per probe, and nothing the profile needs
- * comes after. Without a closer (fork failed), the exit waits for the detach. */
-static void record_close_later(int argc, char **argv)
+ * comes after. The closer is this program run again (posix_spawn: no copy of this
+ * process's memory, which a fork would make every later write of this process pay for
+ * page by page), given every descriptor at its own number. Without a closer (the spawn
+ * failed), the exit waits for the detach. */
+static void record_close_later(void)
 {
 	static bool handed;
-	int pidfd;
+	posix_spawn_file_actions_t fa;
+	posix_spawnattr_t at;
+	char pfd[16], *argv[3] = { "nupp-bpf-detach", pfd, NULL };
+	struct dirent *de;
+	int pidfd, e;
 	pid_t c;
+	DIR *d;
 
 	if (handed)
 		return;
 	pidfd = (int)syscall(SYS_pidfd_open, getpid(), 0);
 	if (pidfd < 0)
 		return;
-	c = fork();
-	if (c == 0)
-		record_closer(pidfd, argc, argv);
-	handed = c > 0;
+	snprintf(pfd, sizeof(pfd), "%d", pidfd);
+	posix_spawn_file_actions_init(&fa);
+	posix_spawnattr_init(&at);
+	posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSID);
+	/* A descriptor dup2'd onto itself is passed on, its close-on-exec flag cleared. */
+	e = (d = opendir("/proc/self/fd")) ? 0 : -1;
+	while (!e && (de = readdir(d))) {
+		int fd = atoi(de->d_name);
+
+		if (de->d_name[0] != '.' && fd > 2 && fd != dirfd(d))
+			e = posix_spawn_file_actions_adddup2(&fa, fd, fd);
+	}
+	if (d)
+		closedir(d);
+	if (!e && posix_spawn(&c, "/proc/self/exe", &fa, &at, argv, environ) == 0)
+		handed = true;
+	posix_spawn_file_actions_destroy(&fa);
+	posix_spawnattr_destroy(&at);
 	close(pidfd);
 }
 
@@ -662,6 +682,21 @@ static void record_stats(struct nupp_sampler *smp, struct nupp_trace *tr)
 		tcnt ? (double)tns / tcnt : 0.0, (unsigned long long)pcnt, pcnt ? (double)pns / pcnt : 0.0);
 }
 
+/* Prints the CPU time this process used, start to now, all its threads: the target's
+ * own (and the kernel's work for it, BPF programs included) is not in it, nor that of
+ * the command's descendants or of the detached closer. */
+static void record_own_cpu(void)
+{
+	struct rusage ru;
+	double u, k;
+
+	if (getrusage(RUSAGE_SELF, &ru))
+		return;
+	u = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
+	k = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	fprintf(stderr, "nupp-bpf: own CPU %.3f s (user %.3f s, system %.3f s)\n", u + k, u, k);
+}
+
 /* Prints the warnings of a finished session: children not followed. */
 static void record_warnings(const struct record_opts *o, struct nupp_session *ses)
 {
@@ -833,7 +868,7 @@ static int record_run(int argc, char **argv)
 	ret = record_write(&o, prof, failed) ? 1 : 0;
 	record_written = 1;
 	/* Nothing the profile needs comes after: a second Ctrl-C from here on exits at once. */
-	record_close_later(argc, argv);
+	record_close_later();
 	if (!o.quiet)
 		record_summary(&o, &prof->samples, &prof->aborts, prof->meta.duration_sec, failed);
 	if (o.top) {
@@ -874,11 +909,13 @@ out:
 	/* The probes are detached by a closer process after we exit: this one then exits at
 	 * once (its own closes only drop references). */
 	if (ses)
-		record_close_later(argc, argv);
+		record_close_later();
 	nupp_session_profile_free(prof);
 	nupp_session_close(ses);
 	free(cmdline);
 	free(target);
+	if (cli_verbose)
+		record_own_cpu();
 	return ret;
 }
 

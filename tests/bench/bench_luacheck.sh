@@ -6,8 +6,12 @@
 # Each pair runs the workload unprofiled and profiled one after the other, the order
 # alternating from pair to pair (the VM's speed drifts). Per pair: wall ratio (the
 # workload's own "elapsed", tests/bench/workloads/luacheck_run.lua), nupp-bpf's own CPU
-# (user + system of `nupp-bpf record` and its child, minus the child's own CPU) as a share
-# of the target's CPU, samples lost (share of samples taken), process_vm_readv calls per
+# (getrusage of the record process itself, all its threads, start to exit, as `-v`
+# prints it) as a share of the target's CPU (its own clock), and beside it the wider
+# measure "all - target": user + system of `nupp-bpf record` and every descendant
+# (/usr/bin/time) minus the target's own CPU, which also holds the target's exit after
+# its clock stops and the processes luacheck itself starts (sh, uname); samples lost
+# (share of samples taken), process_vm_readv calls per
 # second (`nupp-bpf -v`), and the target's voluntary context switches (unprofiled /
 # profiled). The table prints the median over PAIRS pairs, with the ratio of the target's
 # own CPU time (getrusage: what BPF costs it is charged to it), profiled / unprofiled.
@@ -88,14 +92,16 @@ for i in $(seq "$PAIRS"); do
   checked
   wall=$(awk -v a="$(val elapsed "$tmp/prof.err")" -v b="$(val elapsed "$tmp/base.err")" 'BEGIN {print a / b}')
   tcpu=$(val cpu "$tmp/prof.err")
-  ncpu=$(awk -v t="$tcpu" '/^rusage/ {print ($2 + $3 - t) / t * 100}' "$tmp/time")
+  ncpu=$(awk -v t="$tcpu" '/nupp-bpf: own CPU/ {print $4 / t * 100}' "$tmp/prof.err")
+  acpu=$(awk -v t="$tcpu" '/^rusage/ {print ($2 + $3 - t) / t * 100}' "$tmp/time")
   lost=$(awk '/nupp-bpf: wrote/ {for (i = 1; i <= NF; i++) { if ($i == "samples") s = $(i-1); if ($i == "lost") l = $(i+1) }
               gsub(/[^0-9]/, "", l); print l / (s + l) * 100}' "$tmp/prof.err")
   reads=$(awk '/process_vm_readv calls/ {print $(NF)}' "$tmp/prof.err" | sed 's,/s,,')
   tratio=$(awk -v a="$tcpu" -v b="$(val cpu "$tmp/base.err")" 'BEGIN {print a / b}')
   echo "$wall $ncpu $lost $reads $(val nvcsw "$tmp/base.err") $(val nvcsw "$tmp/prof.err") \
-$(val elapsed "$tmp/base.err") $tratio" >>"$tmp/rows"
-  echo "pair $i: wall x$wall, target CPU x$tratio, nupp-bpf CPU $ncpu % of the target's, lost $lost %," \
+$(val elapsed "$tmp/base.err") $tratio $acpu" >>"$tmp/rows"
+  echo "pair $i: wall x$wall, target CPU x$tratio, nupp-bpf CPU $ncpu % of the target's (all - target $acpu %)," \
+    "lost $lost %," \
     "$reads reads/s, nvcsw $(val nvcsw "$tmp/base.err") -> $(val nvcsw "$tmp/prof.err")" >&2
   grep -E 'nupp-bpf: (wrote|warning)' "$tmp/prof.err" | sed 's/^/  /' >&2
 done
@@ -104,7 +110,7 @@ col() { awk -v c="$1" '{print $c}' "$tmp/rows" | median; }
 pairing=$([ "$TWIN" != 0 ] && echo "at the same time" || echo "one after the other, alternating")
 echo "luacheck, $nfiles files, --no-cache, 997 Hz, samples + trace aborts, load: $LOAD; pairs run $pairing;" \
   "median of $PAIRS pairs"
-printf '%-12s %-12s %-12s %-10s %-12s %-10s %-14s %-12s\n' "wall ratio" "target CPU" "nupp CPU %" "lost %" \
-  "reads/s" "nvcsw base" "nvcsw profiled" "base wall s"
-printf '%-12.3f %-12.3f %-12.2f %-10.3f %-12.0f %-10.0f %-14.0f %-12.2f\n' "$(col 1)" "$(col 8)" "$(col 2)" \
-  "$(col 3)" "$(col 4)" "$(col 5)" "$(col 6)" "$(col 7)"
+printf '%-12s %-12s %-12s %-16s %-10s %-12s %-10s %-14s %-12s\n' "wall ratio" "target CPU" "nupp CPU %" \
+  "all - target %" "lost %" "reads/s" "nvcsw base" "nvcsw profiled" "base wall s"
+printf '%-12.3f %-12.3f %-12.2f %-16.2f %-10.3f %-12.0f %-10.0f %-14.0f %-12.2f\n' "$(col 1)" "$(col 8)" \
+  "$(col 2)" "$(col 9)" "$(col 3)" "$(col 4)" "$(col 5)" "$(col 6)" "$(col 7)"
