@@ -87,8 +87,9 @@ struct nupp_sampler {
  * samples of its buffer that count it again: a drain reads only the stacks it does not
  * hold, and deletes from the map (each delete of a value of 2 KB costs the kernel an
  * interrupt, to give memory back) only the stacks its buffer has not counted for
- * SMP_STK_IDLE drains of it, or those not counted in this drain when the buffer holds
- * more than half its room. A stack is deleted only while its buffer is being drained,
+ * SMP_STK_IDLE drains of it, and, when the buffer holds more than half its room, the
+ * least recently counted down to three eighths. A stack is deleted only while its
+ * buffer is being drained,
  * when no count of that buffer refers to it: a sample that needs it again stores it
  * again before counting it. */
 struct smp_stk {
@@ -1238,17 +1239,17 @@ static struct smp_stk *smp_stk_add(struct nupp_sampler *s, __u64 k, const struct
 }
 
 /* Lets go of buffer buf's stacks not counted for SMP_STK_IDLE of its drains (all: every
- * one; crowded past half the room: every one not counted in this drain), deleting them
- * from the stacks map (sfd >= 0), in batches. The oldest come first in the buffer's list:
- * the walk stops at the first stack to keep. */
+ * one; crowded past half the room: the least recently counted down to three eighths of
+ * it, a few each drain rather than most at once), deleting them from the stacks map
+ * (sfd >= 0), in batches. The oldest come first in the buffer's list: the walk stops at
+ * the first stack to keep. */
 static void smp_stk_evict(struct nupp_sampler *s, int sfd, int buf, bool all)
 {
 	__u64 *del = NULL, idle = 2 * SMP_STK_IDLE;
-	size_t n = 0, cap = 0;
-	bool crowded = s->stk_n[buf] > s->opts.max_stacks / 2;
+	size_t n = 0, cap = 0, keep = s->stk_n[buf] > s->opts.max_stacks / 2 ? s->opts.max_stacks / 8 * 3 : SIZE_MAX;
 	struct smp_stk **pp, *c;
 
-	while ((c = s->stk_old[buf]) && (all || c->used + idle < s->drains || (crowded && c->used != s->drains))) {
+	while ((c = s->stk_old[buf]) && (all || c->used + idle < s->drains || s->stk_n[buf] > keep)) {
 		if (sfd >= 0 && n == cap) {
 			__u64 *nd = realloc(del, (cap = cap ? 2 * cap : 256) * sizeof(*del));
 
@@ -1460,7 +1461,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	e = smp_host_rows(s, hkeys, hvals, nhosts, out);
 	if (e)
 		goto out;
-	/* Stacks of this buffer it has not counted for a while (or, crowded, in this drain),
+	/* Stacks of this buffer it has not counted for a while (or, crowded, the oldest),
 	 * once the rows, which point at the records counted in this drain, are named. */
 	if (swept)
 		smp_stk_evict(s, -1, old, true); /* none of them is in the map any more */
