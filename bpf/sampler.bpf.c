@@ -80,6 +80,9 @@ __u64 fc_epoch = 1;
 __u64 tcopy[NUPP_SMP_TC_N] = {};
 /* Prototypes watched (smp_proto_watch), and frees of watched prototypes reported. */
 __u64 pwatched = 0, pfreed = 0;
+/* Host keys created in each buffer since userspace last emptied it (none: the drain
+ * skips the hosts map). */
+__u64 hnew[NUPP_SMP_NBUF] = {};
 _Static_assert((NUPP_SMP_TC_N & (NUPP_SMP_TC_N - 1)) == 0, "tcopy[] is indexed by a mask");
 
 /* -- Maps (sizes set at run time by user/sampler.c) ------------------------------ */
@@ -321,8 +324,10 @@ __noinline int smp_host(__u32 buf, __u32 tgid, __u32 tid, __u64 ip)
 		__sync_fetch_and_add(n, 1);
 		return 0;
 	}
-	if (bpf_map_update_elem(&hosts, &k, &one, BPF_NOEXIST) == 0)
+	if (bpf_map_update_elem(&hosts, &k, &one, BPF_NOEXIST) == 0) {
+		__sync_fetch_and_add(&hnew[buf & 1], 1);
 		return 0;
+	}
 	n = bpf_map_lookup_elem(&hosts, &k); /* another CPU created it */
 	if (!n)
 		return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);

@@ -364,9 +364,12 @@ const struct nupp_frame_info *nupp_frame_table_next(const struct nupp_frame_tabl
 int nupp_frame_table_add(struct nupp_frame_table *t, const char *name, const char *file, int first_line,
 			 int last_line)
 {
+	static unsigned long long ids;
 	struct nupp_frame_info *e;
 	size_t len = strlen(name), slot, k, last = 0; /* last: the name's last entry + 1 */
 
+	if (!t->id)
+		t->id = __atomic_add_fetch(&ids, 1, __ATOMIC_RELAXED);
 	if (agg_name_grow(t))
 		return -ENOMEM;
 	slot = agg_name_slot(t, name, len);

@@ -682,19 +682,30 @@ static void record_stats(struct nupp_sampler *smp, struct nupp_trace *tr)
 		tcnt ? (double)tns / tcnt : 0.0, (unsigned long long)pcnt, pcnt ? (double)pns / pcnt : 0.0);
 }
 
-/* Prints the CPU time this process used, start to now, all its threads: the target's
- * own (and the kernel's work for it, BPF programs included) is not in it, nor that of
- * the command's descendants or of the detached closer. */
-static void record_own_cpu(void)
+/* CPU seconds this process used so far (all its threads), user and system; 0 when
+ * unknown. */
+static double record_cpu(double *user, double *sys)
 {
 	struct rusage ru;
-	double u, k;
 
+	*user = *sys = 0;
 	if (getrusage(RUSAGE_SELF, &ru))
-		return;
-	u = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
-	k = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
-	fprintf(stderr, "nupp-bpf: own CPU %.3f s (user %.3f s, system %.3f s)\n", u + k, u, k);
+		return 0;
+	*user = (double)ru.ru_utime.tv_sec + ru.ru_utime.tv_usec / 1e6;
+	*sys = (double)ru.ru_stime.tv_sec + ru.ru_stime.tv_usec / 1e6;
+	return *user + *sys;
+}
+
+/* Prints the CPU time this process used, start to now, and the part of it spent before
+ * recording began (start_cpu: loading and attaching): the target's own (and the kernel's
+ * work for it, BPF programs included) is not in it, nor that of the command's
+ * descendants or of the detached closer. */
+static void record_own_cpu(double start_cpu)
+{
+	double u, k, all = record_cpu(&u, &k);
+
+	fprintf(stderr, "nupp-bpf: own CPU %.3f s (user %.3f s, system %.3f s), %.3f s of it before recording began\n",
+		all, u, k, start_cpu);
 }
 
 /* Prints the warnings of a finished session: children not followed. */
@@ -719,7 +730,7 @@ static int record_run(int argc, char **argv)
 	int ret = 1, err = 0, gate = -1, pidfd = -1, status = 0, i;
 	bool child_done = false, killed_by_us = false, to_stdout = false, status_line;
 	bool failed[RECORD_MAX_OUTPUTS + 1] = { 0 };
-	double t0, next_status;
+	double t0, next_status, start_cpu = 0, cpu_u, cpu_s;
 	pid_t pid;
 
 	ret = record_parse(argc, argv, &o);
@@ -803,6 +814,7 @@ static int record_run(int argc, char **argv)
 		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	}
 	record_started = true;
+	start_cpu = record_cpu(&cpu_u, &cpu_s);
 	if (!o.quiet)
 		fprintf(stderr, "nupp-bpf: recording %s %d at %d Hz%s; Ctrl-C to stop\n",
 			o.cmd ? "command, PID" : "PID", (int)pid, o.freq, o.aborts ? " with trace aborts" : "");
@@ -915,7 +927,7 @@ out:
 	free(cmdline);
 	free(target);
 	if (cli_verbose)
-		record_own_cpu();
+		record_own_cpu(start_cpu);
 	return ret;
 }
 

@@ -99,6 +99,13 @@ struct smp_stk {
 	__u64 used; /* the drain that last counted it */
 	size_t size;
 	struct nupp_smp_stack *rec; /* the frames used only (size bytes) */
+	/* The name a drain gave it for process name_tgid (a record names the same frames
+	 * in every drain: its prototype generation and trace serial say which), with the
+	 * frame table its frames were recorded in (nupp_frame_table.id); NULL: none yet. */
+	char *name;
+	__u32 name_tgid;
+	bool name_cut;
+	unsigned long long name_table;
 };
 
 /* Drains of its buffer a stack may go uncounted and stay: a minute at record's period
@@ -661,8 +668,10 @@ static int smp_target_ready(struct nupp_sampler *s, struct smp_target *t)
 struct smp_row {
 	struct nupp_smp_count_key key;
 	struct nupp_smp_count c;
-	const struct nupp_smp_stack *st; /* the frames used only (held in a struct smp_stk) */
+	const struct nupp_smp_stack *st; /* the frames used only (held in held) */
 	size_t size;                      /* of st */
+	struct smp_stk *held;
+	bool named_before; /* its name is held's, made in an earlier drain */
 	char *stack;
 	int lost_reason;
 	bool cut; /* named with a [truncated] root */
@@ -784,6 +793,7 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 
 	free(r->stack);
 	r->stack = NULL;
+	r->named_before = false;
 	r->lost_reason = NUPP_LOST_SYMBOLIZE;
 	r->cut = (r->st->flags & NUPP_SMP_F_CUT) != 0;
 	if (!t || smp_target_ready(s, t))
@@ -896,7 +906,45 @@ static void smp_refresh_vms(struct nupp_sampler *s)
 /* Names the rows of one drain. A name read from the target is proven by the events read
  * after it (a prototype freed after the events were read was freed after it was read);
  * while an event read after naming may change a name, the target's rows are named again. */
-static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n)
+/* Names row r as an earlier drain named its record for the same process and frame
+ * table (nothing to read or record again): 1, or 0 when it must be named. */
+static int smp_name_held(struct smp_row *r, unsigned long long table)
+{
+	const struct smp_stk *c = r->held;
+
+	if (!c || !c->name || c->name_tgid != r->key.tgid || c->name_table != table)
+		return 0;
+	free(r->stack);
+	r->stack = strdup(c->name);
+	if (!r->stack)
+		return 0;
+	r->cut = c->name_cut;
+	r->lost_reason = 0;
+	r->named_before = true;
+	return 1;
+}
+
+/* Keeps the names this drain gave with their records, for later drains. */
+static void smp_hold_names(struct smp_row *rows, size_t n, unsigned long long table)
+{
+	size_t j;
+
+	for (j = 0; j < n; j++) {
+		struct smp_row *r = &rows[j];
+		char *name;
+
+		if (!r->stack || !r->held || r->named_before || !(name = strdup(r->stack)))
+			continue;
+		free(r->held->name);
+		r->held->name = name;
+		r->held->name_tgid = r->key.tgid;
+		r->held->name_cut = r->cut;
+		r->held->name_table = table;
+	}
+}
+
+static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n,
+			  const struct nupp_frame_table *ft)
 {
 	int i, round;
 	bool behind;
@@ -907,6 +955,8 @@ static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n
 		if (s->targets[i].sym)
 			nupp_sym_begin(s->targets[i].sym);
 	for (j = 0; j < n; j++) {
+		if (smp_name_held(&rows[j], ft->id))
+			continue;
 		smp_name_row(s, &rows[j]);
 		/* Keep reading events while naming: the ring buffer must not fill. */
 		if (j % 64 == 63)
@@ -1221,7 +1271,7 @@ static struct smp_stk *smp_stk_add(struct nupp_sampler *s, __u64 k, const struct
 		s->stk = t;
 		s->stk_nb = nb;
 	}
-	c = malloc(sizeof(*c));
+	c = calloc(1, sizeof(*c));
 	if (!c || !(c->rec = malloc(size))) {
 		free(c);
 		return NULL;
@@ -1265,6 +1315,7 @@ static void smp_stk_evict(struct nupp_sampler *s, int sfd, int buf, bool all)
 		*pp = c->next;
 		s->stk_n[buf]--;
 		free(c->rec);
+		free(c->name);
 		free(c);
 	}
 	if (n)
@@ -1365,8 +1416,11 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	if (nkeys == -ENOTSUP)
 		nkeys = smp_take(cfd, sizeof(*keys), sizeof(*cvals), smp_count_of, old, (void **)&keys,
 				 (void **)&cvals);
-	nhosts = smp_take_batch(hfd, sizeof(*hkeys), sizeof(*hvals), smp_host_of, old, (void **)&hkeys,
-				(void **)&hvals);
+	/* The hosts map only when the buffer created a host key (a walk of its every bucket
+	 * costs as much as the counts map's). Nothing writes the buffer now. */
+	if (__atomic_exchange_n(&s->skel->bss->hnew[old], 0, __ATOMIC_SEQ_CST))
+		nhosts = smp_take_batch(hfd, sizeof(*hkeys), sizeof(*hvals), smp_host_of, old, (void **)&hkeys,
+					(void **)&hvals);
 	if (nhosts == -ENOTSUP)
 		nhosts = smp_take(hfd, sizeof(*hkeys), sizeof(*hvals), smp_host_of, old, (void **)&hkeys,
 				  (void **)&hvals);
@@ -1385,7 +1439,20 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 
 		row->c = cvals[i];
 		/* BPF stores a stack in the buffer before its first count there (or keeps
-		 * the one stored for an earlier count, which is held here). */
+		 * the one stored for an earlier count, which is held here). The same stack
+		 * held for the other buffer (the same hash of the same frames) is not read
+		 * again: each buffer stores its own, so that either can be emptied alone. */
+		if (!c) {
+			struct smp_stk *o = smp_stk_get(s, keys[i].stack ^ NUPP_SMP_STACK_BUF);
+
+			if (o) {
+				c = smp_stk_add(s, keys[i].stack, o->rec, o->size);
+				if (!c) {
+					e = -ENOMEM;
+					goto out;
+				}
+			}
+		}
 		if (!c) {
 			if (bpf_map_lookup_elem(sfd, &keys[i].stack, st)) {
 				out->lost[NUPP_LOST_SYMBOLIZE] += smp_total(&row->c);
@@ -1403,6 +1470,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		smp_stk_used(s, c);
 		row->st = c->rec; /* held until a later drain: this one counted it */
 		row->size = c->size;
+		row->held = c;
 		row->key = keys[i];
 		row->key.tgid &= ~NUPP_SMP_TGID_BUF;
 		nrows++;
@@ -1445,7 +1513,8 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	for (i = 0; i < (size_t)s->ntargets; i++)
 		if (s->targets[i].sym)
 			nupp_sym_set_frames(s->targets[i].sym, &out->frames);
-	smp_name_rows(s, rows, nrows);
+	smp_name_rows(s, rows, nrows, &out->frames);
+	smp_hold_names(rows, nrows, out->frames.id);
 	for (i = 0; i < (size_t)s->ntargets; i++)
 		if (s->targets[i].sym && nupp_sym_set_frames(s->targets[i].sym, NULL))
 			e = -ENOMEM;

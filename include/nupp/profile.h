@@ -54,6 +54,10 @@ struct nupp_frame_table {
 	size_t n, cap;
 	size_t *index; /* open addressing by name: first entry of the name + 1, 0 = empty */
 	size_t nslots;
+	/* Given at the first add, unique in the process, kept by copies of the struct, 0
+	 * again when freed: a name made for this table (its frames recorded in it) can be
+	 * used again for it without recording them again. */
+	unsigned long long id;
 };
 
 /* Adds (name, file, first_line, last_line) unless it is there; 0 or -ENOMEM. */
