@@ -131,8 +131,10 @@ struct {
 	__type(value, struct smp_scratch);
 } scratch SEC(".maps");
 
-/* Stacks (by hash; the value size is set to the depth's at load), counts and host
- * samples (by IP) of both buffers: every key carries its buffer (NUPP_SMP_*_BUF). */
+/* Stacks (by hash; the value size is set to the depth's at load) and host samples (by
+ * IP) of both buffers, counts of each buffer in a map of its own (counts[buf]: userspace
+ * takes a whole map, walking its buckets once): every key carries its buffer
+ * (NUPP_SMP_*_BUF). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
@@ -140,12 +142,21 @@ struct {
 	__uint(value_size, sizeof(struct nupp_smp_stack));
 } stacks SEC(".maps");
 
-struct {
+struct smp_counts_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
 	__type(key, struct nupp_smp_count_key);
 	__type(value, struct nupp_smp_count);
-} counts SEC(".maps");
+} counts0 SEC(".maps"), counts1 SEC(".maps");
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, NUPP_SMP_NBUF);
+	__type(key, __u32);
+	__array(values, struct smp_counts_map);
+} counts SEC(".maps") = {
+	.values = { [0] = &counts0, [1] = &counts1 },
+};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -591,12 +602,13 @@ static __always_inline void smp_trace_seen(struct smp_scratch *s, __u32 tgid, __
 static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32 tid, __u32 buf)
 {
 	__u64 g = 0, zaddr;
-	__u32 zero = 0, vi, state, zone = 0;
+	__u32 zero = 0, vi, state, zone = 0, bk;
 	struct smp_scratch *s;
 	struct pt_regs *ur;
 	struct nupp_walk_regs r = {};
 	struct nupp_smp_count_key key = {};
 	struct nupp_smp_count *c, init = {};
+	void *cm;
 	__s32 vmstate;
 	__u64 pgen, pfrees, t0 = 0, t1 = 0;
 	__u8 fc_ok;
@@ -708,7 +720,11 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	 * bucket before anything is copied, so it is not looked up before (a count not
 	 * found is nearly always a new stack). Each buffer holds the stacks of its counts
 	 * (userspace empties both maps of a buffer together). */
-	c = bpf_map_lookup_elem(&counts, &key);
+	bk = buf & 1;
+	cm = bpf_map_lookup_elem(&counts, &bk);
+	if (!cm)
+		return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
+	c = bpf_map_lookup_elem(cm, &key);
 	if (!c) {
 		err = bpf_map_update_elem(&stacks, &key.stack, &s->w.st, BPF_NOEXIST);
 		if (err && err != -17 /* EEXIST: stored before */)
@@ -721,12 +737,12 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 		 * racing CPU created it) adds to it below; a full map fails the lookup. */
 		if (state < NUPP_SMP_NSTATES)
 			init.n[state] = 1;
-		if (bpf_map_update_elem(&counts, &key, &init, BPF_NOEXIST) == 0) {
+		if (bpf_map_update_elem(cm, &key, &init, BPF_NOEXIST) == 0) {
 			if (ws)
 				ws->v[NUPP_SMP_WS_NEWCOUNT]++;
 			goto counted;
 		}
-		c = bpf_map_lookup_elem(&counts, &key);
+		c = bpf_map_lookup_elem(cm, &key);
 		if (!c)
 			return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
 	}

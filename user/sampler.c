@@ -351,11 +351,16 @@ struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int
 	 * caller, as it would be in a stack that is not cut. */
 	s->skel->rodata->max_depth = smp_walk_depth(s);
 	{
-		struct bpf_map *maps[] = { s->skel->maps.stacks, s->skel->maps.counts, s->skel->maps.hosts };
+		struct bpf_map *maps[] = { s->skel->maps.stacks, s->skel->maps.hosts };
+		/* (The map of maps' inner template keeps its size: a hash map's size is not
+		 * part of what its slots must match.) */
+		struct bpf_map *cmaps[] = { s->skel->maps.counts0, s->skel->maps.counts1 };
 
 		/* Room for max_stacks in each buffer. */
 		for (i = 0; i < (int)NUPP_ARRAY_SIZE(maps); i++)
 			bpf_map__set_max_entries(maps[i], NUPP_SMP_NBUF * max_stacks);
+		for (i = 0; i < (int)NUPP_ARRAY_SIZE(cmaps); i++)
+			bpf_map__set_max_entries(cmaps[i], max_stacks);
 		/* A stack value holds the frames of the depth asked for, no more. */
 		bpf_map__set_value_size(s->skel->maps.stacks, NUPP_SMP_STACK_SIZE(smp_walk_depth(s)));
 		/* Stacks are allocated as they are stored: preallocating 2 x max_stacks values
@@ -1128,8 +1133,9 @@ nomem:
 #define SMP_BATCH 4096
 
 /* smp_take with batched syscalls: the map is read SMP_BATCH elements per call and buf's
- * elements deleted in batches, instead of three calls per element. -ENOTSUP when the
- * kernel cannot (the caller falls back to smp_take). */
+ * elements deleted in batches, instead of three calls per element (of NULL: every
+ * element is buf's, each batch is deleted as it is read). -ENOTSUP when the kernel
+ * cannot (the caller falls back to smp_take). */
 static long smp_take_batch(int fd, size_t ksz, size_t vsz, smp_key_of of, int buf, void **keys, void **vals)
 {
 	size_t cap = SMP_BATCH, n = 0, i, m;
@@ -1146,8 +1152,12 @@ static long smp_take_batch(int fd, size_t ksz, size_t vsz, smp_key_of of, int bu
 
 		if (cap - n < SMP_BATCH && smp_grow(&k, &v, cap = 2 * cap + SMP_BATCH, ksz, vsz))
 			goto nomem;
-		r = bpf_map_lookup_batch(fd, first ? NULL : in, out, k + n * ksz, v + n * vsz, &cnt, &opts);
-		if (r && errno != ENOENT) {
+		if (of)
+			r = bpf_map_lookup_batch(fd, first ? NULL : in, out, k + n * ksz, v + n * vsz, &cnt, &opts);
+		else
+			r = bpf_map_lookup_and_delete_batch(fd, first ? NULL : in, out, k + n * ksz, v + n * vsz, &cnt,
+							    &opts);
+		if (r && errno != ENOENT && first) {
 			free(k);
 			free(v);
 			return -ENOTSUP;
@@ -1156,6 +1166,11 @@ static long smp_take_batch(int fd, size_t ksz, size_t vsz, smp_key_of of, int bu
 		n += cnt;
 		memcpy(in, out, sizeof(in));
 		first = false;
+	}
+	if (!of) {
+		*keys = k;
+		*vals = v;
+		return (long)n;
 	}
 	/* Keep buf's elements, in order. */
 	for (i = m = 0; i < n; i++)
@@ -1408,11 +1423,10 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	 * with nothing writing it (no count is lost to the reading). */
 	old = smp_flip(s);
 	s->drains++;
-	cfd = bpf_map__fd(s->skel->maps.counts);
+	cfd = bpf_map__fd(old ? s->skel->maps.counts1 : s->skel->maps.counts0);
 	sfd = bpf_map__fd(s->skel->maps.stacks);
 	hfd = bpf_map__fd(s->skel->maps.hosts);
-	nkeys = smp_take_batch(cfd, sizeof(*keys), sizeof(*cvals), smp_count_of, old, (void **)&keys,
-			       (void **)&cvals);
+	nkeys = smp_take_batch(cfd, sizeof(*keys), sizeof(*cvals), NULL, old, (void **)&keys, (void **)&cvals);
 	if (nkeys == -ENOTSUP)
 		nkeys = smp_take(cfd, sizeof(*keys), sizeof(*cvals), smp_count_of, old, (void **)&keys,
 				 (void **)&cvals);

@@ -117,6 +117,7 @@ static void cost_detach_probes(struct bpf_link **l)
 int main(int argc, char **argv)
 {
 	static struct nupp_smp_count_key keys[COST_MAX_KEYS];
+	static int kbuf[COST_MAX_KEYS];
 	struct nupp_smp_stack *st = malloc(sizeof(*st));
 	struct perf_event_attr a = { .size = sizeof(a), .type = PERF_TYPE_SOFTWARE,
 				     .config = PERF_COUNT_SW_CPU_CLOCK, .freq = 1 };
@@ -139,7 +140,7 @@ int main(int argc, char **argv)
 	};
 	__u64 wsum[NUPP_SMP_WS_N] = { 0 }, wsum0[NUPP_SMP_WS_N] = { 0 }, cnt0 = 0, ns0 = 0, bcnt0 = 0, bns0 = 0;
 	__u64 frees = 0, frees_ns = 0;
-	int hz = 1000, want = 0, timed = 0, warm_ms = 0, gate[2], st_fd, pfd = -1, stats_fd, ncpu, i, n = 0, have = 0, wst = 0, rc = 1;
+	int hz = 1000, want = 0, timed = 0, warm_ms = 0, gate[2], st_fd, pfd = -1, stats_fd, ncpu, i, n = 0, have = 0, wst = 0, rc = 1, b;
 	char bin[512], c;
 	pid_t pid;
 
@@ -309,17 +310,23 @@ int main(int argc, char **argv)
 		goto out;
 	/* Samples by stack depth. */
 	st_fd = bpf_map__fd(skel->maps.stacks);
-	while (n < COST_MAX_KEYS && bpf_map_get_next_key(bpf_map__fd(skel->maps.counts), have ? &k : NULL, &next) == 0) {
-		keys[n++] = next;
-		k = next;
-		have = 1;
+	/* Counts of both buffers (a map each). */
+	for (b = 0; b < NUPP_SMP_NBUF; b++) {
+		int cfd = bpf_map__fd(b ? skel->maps.counts1 : skel->maps.counts0);
+
+		for (have = 0; n < COST_MAX_KEYS && bpf_map_get_next_key(cfd, have ? &k : NULL, &next) == 0;) {
+			keys[n] = next;
+			kbuf[n++] = b;
+			k = next;
+			have = 1;
+		}
 	}
 	for (i = 0; i < n; i++) {
 		struct nupp_smp_count cnt;
 		__u64 tot = 0;
 		int j;
 
-		if (bpf_map_lookup_elem(bpf_map__fd(skel->maps.counts), &keys[i], &cnt) ||
+		if (bpf_map_lookup_elem(bpf_map__fd(kbuf[i] ? skel->maps.counts1 : skel->maps.counts0), &keys[i], &cnt) ||
 		    bpf_map_lookup_elem(st_fd, &keys[i].stack, st))
 			continue;
 		for (j = 0; j < NUPP_SMP_NSTATES; j++)
