@@ -132,9 +132,10 @@ struct {
 } scratch SEC(".maps");
 
 /* Stacks (by hash; the value size is set to the depth's at load) and host samples (by
- * IP) of both buffers, counts of each buffer in a map of its own (counts[buf]: userspace
- * takes a whole map, walking its buckets once): every key carries its buffer
- * (NUPP_SMP_*_BUF). */
+ * IP) of both buffers, counts of each buffer in a map of its own (counts0, counts1:
+ * userspace takes a whole map, walking its buckets once; two maps named in two branches,
+ * not a map of maps, whose slots the kernel fills with an RCU grace period each): every
+ * key carries its buffer (NUPP_SMP_*_BUF). */
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
@@ -148,15 +149,6 @@ struct smp_counts_map {
 	__type(key, struct nupp_smp_count_key);
 	__type(value, struct nupp_smp_count);
 } counts0 SEC(".maps"), counts1 SEC(".maps");
-
-struct {
-	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
-	__uint(max_entries, NUPP_SMP_NBUF);
-	__type(key, __u32);
-	__array(values, struct smp_counts_map);
-} counts SEC(".maps") = {
-	.values = { [0] = &counts0, [1] = &counts1 },
-};
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -597,23 +589,52 @@ static __always_inline void smp_trace_seen(struct smp_scratch *s, __u32 tgid, __
 	c->seen = 1;
 }
 
+/* Counts a sample of stack st under key in cm, its buffer's counts map: 0, or -1 when a
+ * map is full. */
+static __always_inline int smp_count(void *cm, struct nupp_smp_count_key *key, struct nupp_smp_stack *st,
+				     __u32 state, struct smp_wstat *ws)
+{
+	struct nupp_smp_count *c = bpf_map_lookup_elem(cm, key), init = {};
+	int err;
+
+	if (!c) {
+		err = bpf_map_update_elem(&stacks, &key->stack, st, BPF_NOEXIST);
+		if (err && err != -17 /* EEXIST: stored before */)
+			return -1;
+		if (!err && ws)
+			ws->v[NUPP_SMP_WS_NEWSTACK]++;
+		/* A new count is created holding this sample: no lookup after. EEXIST (a
+		 * racing CPU created it) adds to it below; a full map fails the lookup. */
+		if (state < NUPP_SMP_NSTATES)
+			init.n[state] = 1;
+		if (bpf_map_update_elem(cm, key, &init, BPF_NOEXIST) == 0) {
+			if (ws)
+				ws->v[NUPP_SMP_WS_NEWCOUNT]++;
+			return 0;
+		}
+		c = bpf_map_lookup_elem(cm, key);
+		if (!c)
+			return -1;
+	}
+	if (state < NUPP_SMP_NSTATES)
+		__sync_fetch_and_add(&c->n[state], 1);
+	return 0;
+}
+
 /* One sample of a target's thread, counted into buffer buf: its Lua stack when it runs a
  * VM, else host code. */
 static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32 tid, __u32 buf)
 {
 	__u64 g = 0, zaddr;
-	__u32 zero = 0, vi, state, zone = 0, bk;
+	__u32 zero = 0, vi, state, zone = 0;
 	struct smp_scratch *s;
 	struct pt_regs *ur;
 	struct nupp_walk_regs r = {};
 	struct nupp_smp_count_key key = {};
-	struct nupp_smp_count *c, init = {};
-	void *cm;
 	__s32 vmstate;
 	__u64 pgen, pfrees, t0 = 0, t1 = 0;
 	__u8 fc_ok;
 	struct smp_wstat *ws;
-	int err;
 
 	/* User registers also for samples taken in kernel mode (in a syscall: the frame saved
 	 * at kernel entry). */
@@ -720,35 +741,8 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	 * bucket before anything is copied, so it is not looked up before (a count not
 	 * found is nearly always a new stack). Each buffer holds the stacks of its counts
 	 * (userspace empties both maps of a buffer together). */
-	bk = buf & 1;
-	cm = bpf_map_lookup_elem(&counts, &bk);
-	if (!cm)
+	if ((buf & 1) ? smp_count(&counts1, &key, &s->w.st, state, ws) : smp_count(&counts0, &key, &s->w.st, state, ws))
 		return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
-	c = bpf_map_lookup_elem(cm, &key);
-	if (!c) {
-		err = bpf_map_update_elem(&stacks, &key.stack, &s->w.st, BPF_NOEXIST);
-		if (err && err != -17 /* EEXIST: stored before */)
-			return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
-		if (!err && ws)
-			ws->v[NUPP_SMP_WS_NEWSTACK]++;
-	}
-	if (!c) {
-		/* A new count is created holding this sample: no lookup after. EEXIST (a
-		 * racing CPU created it) adds to it below; a full map fails the lookup. */
-		if (state < NUPP_SMP_NSTATES)
-			init.n[state] = 1;
-		if (bpf_map_update_elem(cm, &key, &init, BPF_NOEXIST) == 0) {
-			if (ws)
-				ws->v[NUPP_SMP_WS_NEWCOUNT]++;
-			goto counted;
-		}
-		c = bpf_map_lookup_elem(cm, &key);
-		if (!c)
-			return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
-	}
-	if (state < NUPP_SMP_NSTATES)
-		__sync_fetch_and_add(&c->n[state], 1);
-counted:
 	if (time_stats && ws) {
 		ws->v[NUPP_SMP_WS_STORE_NS] += bpf_ktime_get_ns() - t1;
 		ws->v[NUPP_SMP_WS_TIMED]++;

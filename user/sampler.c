@@ -352,8 +352,6 @@ struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int
 	s->skel->rodata->max_depth = smp_walk_depth(s);
 	{
 		struct bpf_map *maps[] = { s->skel->maps.stacks, s->skel->maps.hosts };
-		/* (The map of maps' inner template keeps its size: a hash map's size is not
-		 * part of what its slots must match.) */
 		struct bpf_map *cmaps[] = { s->skel->maps.counts0, s->skel->maps.counts1 };
 
 		/* Room for max_stacks in each buffer. */
