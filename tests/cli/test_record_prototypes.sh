@@ -21,6 +21,11 @@ echo "prototypes: $made made, $watched watched, $reported frees reported"
 [ "$watched" -ge 1 ] || fail "no prototype watched"
 [ $((watched * 20)) -le "$made" ] || fail "$watched of $made prototypes watched: more than a twentieth"
 [ "$reported" -le "$watched" ] || fail "$reported frees reported for $watched prototypes watched"
+# -v's own CPU line: total = user + system, the start a part of it.
+awk '/^nupp-bpf: own CPU / {
+       gsub(/[(),]/, ""); all = $4; u = $7; k = $10; start = $12; n++
+       if (all <= 0 || start <= 0 || start > all || (u + k - all) ^ 2 > 0.000004) bad = 1 }
+     END { exit (n != 1 || bad) }' "$TMP/err" || fail "record -v's own CPU line is missing or inconsistent"
 
 python3 - "$TMP/p.json" "$spent_a" "$spent_b" <<'PY'
 import json, re, sys

@@ -319,10 +319,45 @@ START_TEST(json_profile_reads_back)
 }
 END_TEST
 
+/* A frame table is named by its id from its first entry until it is freed: a copy of
+ * the struct (the session hands its table to each drain that way) is the same table, any
+ * other table another, a freed table a new one. The sampler keeps a stack's name for the
+ * table it recorded the stack's frames in, by this id. */
+START_TEST(a_frame_table_keeps_its_id_until_freed)
+{
+	struct nupp_frame_table a = { 0 }, b = { 0 }, moved;
+	unsigned long long id;
+
+	ck_assert_uint_eq(a.id, 0);
+	ck_assert_int_eq(nupp_frame_table_add(&a, "a.lua:f", "a.lua", 1, 3), 0);
+	id = a.id;
+	ck_assert_uint_ne(id, 0);
+	ck_assert_int_eq(nupp_frame_table_add(&a, "a.lua:g", "a.lua", 5, 9), 0);
+	ck_assert_uint_eq(a.id, id);
+	moved = a;
+	memset(&a, 0, sizeof(a));
+	ck_assert_uint_eq(moved.id, id);
+	ck_assert_int_eq(nupp_frame_table_add(&b, "b.lua:h", "b.lua", 2, 4), 0);
+	ck_assert_uint_ne(b.id, 0);
+	ck_assert_uint_ne(b.id, id);
+	ck_assert_int_eq(nupp_frame_table_merge(&moved, &b), 0);
+	ck_assert_uint_eq(moved.id, id);
+	ck_assert_uint_eq(moved.n, 3);
+	nupp_frame_table_free(&moved);
+	ck_assert_uint_eq(moved.id, 0);
+	ck_assert_int_eq(nupp_frame_table_add(&moved, "a.lua:f", "a.lua", 1, 3), 0);
+	ck_assert_uint_ne(moved.id, 0);
+	ck_assert_uint_ne(moved.id, id);
+	ck_assert_uint_ne(moved.id, b.id);
+	nupp_frame_table_free(&moved);
+	nupp_frame_table_free(&b);
+}
+END_TEST
+
 /* 60 s: the 100k-row tests take about a second on a machine shared with builds. */
 NUPP_CHECK_MAIN("profile", 60, false, false,
 		rows_merge_and_sort_by_count,
 		zone_prefix_keeps_the_subtree,
 		root_cuts_below_outermost_frame_and_merges,
 		hundred_thousand_distinct_stacks, rows_taken_give_the_same_totals, root_cut_merges_many_rows,
-		json_profile_reads_back)
+		json_profile_reads_back, a_frame_table_keeps_its_id_until_freed)
