@@ -1296,7 +1296,6 @@ static struct smp_stk *smp_stk_add(struct nupp_sampler *s, __u64 k, const struct
 	c->next = s->stk[b];
 	s->stk[b] = c;
 	s->stk_n[!!(k & NUPP_SMP_STACK_BUF)]++;
-	c->older = c->newer = NULL;
 	smp_stk_used(s, c);
 	return c;
 }
@@ -1462,6 +1461,12 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 				if (!c) {
 					e = -ENOMEM;
 					goto out;
+				}
+				/* Its name too (one stack, one name; a failed copy only costs it). */
+				if (o->name && (c->name = strdup(o->name))) {
+					c->name_tgid = o->name_tgid;
+					c->name_cut = o->name_cut;
+					c->name_table = o->name_table;
 				}
 			}
 		}
