@@ -140,7 +140,8 @@ int main(int argc, char **argv)
 	};
 	__u64 wsum[NUPP_SMP_WS_N] = { 0 }, wsum0[NUPP_SMP_WS_N] = { 0 }, cnt0 = 0, ns0 = 0, bcnt0 = 0, bns0 = 0;
 	__u64 frees = 0, frees_ns = 0;
-	int hz = 1000, want = 0, timed = 0, warm_ms = 0, gate[2], st_fd, pfd = -1, stats_fd, ncpu, i, n = 0, have = 0, wst = 0, rc = 1, b;
+	int hz = 1000, want = 0, timed = 0, warm_ms = 0, gate[2], st_fd, pfd = -1, stats_fd, ncpu, i, n = 0, have = 0;
+	int wst = 0, rc = 1, b;
 	char bin[512], c;
 	pid_t pid;
 
