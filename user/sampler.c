@@ -89,9 +89,8 @@ struct nupp_sampler {
  * interrupt, to give memory back) only the stacks its buffer has not counted for
  * SMP_STK_IDLE drains of it, and, when the buffer holds more than half its room, the
  * least recently counted down to three eighths. A stack is deleted only while its
- * buffer is being drained,
- * when no count of that buffer refers to it: a sample that needs it again stores it
- * again before counting it. */
+ * buffer is being drained, when no count of that buffer refers to it: a sample that
+ * needs it again stores it again before counting it. */
 struct smp_stk {
 	struct smp_stk *next;         /* in its hash bucket */
 	struct smp_stk *older, *newer; /* in its buffer's list, by the drain that last counted it */
@@ -906,9 +905,6 @@ static void smp_refresh_vms(struct nupp_sampler *s)
 	}
 }
 
-/* Names the rows of one drain. A name read from the target is proven by the events read
- * after it (a prototype freed after the events were read was freed after it was read);
- * while an event read after naming may change a name, the target's rows are named again. */
 /* Names row r as an earlier drain named its record for the same process and frame
  * table (nothing to read or record again): 1, or 0 when it must be named. */
 static int smp_name_held(struct smp_row *r, unsigned long long table)
@@ -927,25 +923,35 @@ static int smp_name_held(struct smp_row *r, unsigned long long table)
 	return 1;
 }
 
+/* Keeps a copy of name as c's, given to it for process tgid and frame table table (a
+ * failed copy only costs the name). */
+static void smp_stk_name(struct smp_stk *c, const char *name, __u32 tgid, bool cut, unsigned long long table)
+{
+	char *copy = strdup(name);
+
+	if (!copy)
+		return;
+	free(c->name);
+	c->name = copy;
+	c->name_tgid = tgid;
+	c->name_cut = cut;
+	c->name_table = table;
+}
+
 /* Keeps the names this drain gave with their records, for later drains. */
 static void smp_hold_names(struct smp_row *rows, size_t n, unsigned long long table)
 {
 	size_t j;
 
-	for (j = 0; j < n; j++) {
-		struct smp_row *r = &rows[j];
-		char *name;
-
-		if (!r->stack || !r->held || r->named_before || !(name = strdup(r->stack)))
-			continue;
-		free(r->held->name);
-		r->held->name = name;
-		r->held->name_tgid = r->key.tgid;
-		r->held->name_cut = r->cut;
-		r->held->name_table = table;
-	}
+	for (j = 0; j < n; j++)
+		if (rows[j].stack && rows[j].held && !rows[j].named_before)
+			smp_stk_name(rows[j].held, rows[j].stack, rows[j].key.tgid, rows[j].cut, table);
 }
 
+/* Names the rows of one drain. A name read from the target is proven by the events read
+ * after it (a prototype freed after the events were read was freed after it was read);
+ * while an event read after naming may change a name, the target's rows are named again.
+ * A row whose record was named in an earlier drain for ft takes that name. */
 static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n,
 			  const struct nupp_frame_table *ft)
 {
@@ -1462,12 +1468,8 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 					e = -ENOMEM;
 					goto out;
 				}
-				/* Its name too (one stack, one name; a failed copy only costs it). */
-				if (o->name && (c->name = strdup(o->name))) {
-					c->name_tgid = o->name_tgid;
-					c->name_cut = o->name_cut;
-					c->name_table = o->name_table;
-				}
+				if (o->name) /* one stack, one name */
+					smp_stk_name(c, o->name, o->name_tgid, o->name_cut, o->name_table);
 			}
 		}
 		if (!c) {
