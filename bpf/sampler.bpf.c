@@ -80,6 +80,8 @@ __u64 fc_epoch = 1;
 __u64 tcopy[NUPP_SMP_TC_N] = {};
 /* Prototypes watched (smp_proto_watch), and frees of watched prototypes reported. */
 __u64 pwatched = 0, pfreed = 0;
+/* Prototypes luajit:proto_free reported dead (watched or not). */
+__u64 pdead = 0;
 /* Host keys created in each buffer since userspace last emptied it (none: the drain
  * skips the hosts map). */
 __u64 hnew[NUPP_SMP_NBUF] = {};
@@ -175,6 +177,7 @@ struct {
 struct smp_proto_buf {
 	struct nupp_smp_proto_event h;
 	__u8 data[NUPP_SMP_PT_MAX];
+	__u64 pts[NUPP_LJ_PROTO_FREE_MAX]; /* luajit:proto_free's batch */
 };
 
 struct {
@@ -1121,35 +1124,32 @@ static __always_inline void smp_pfree_bump(__u64 pt)
 	__sync_fetch_and_add(&pfree_gen[nupp_walk_pgen_slot(pt)], 1);
 }
 
-/* luajit:proto_free(g, pt): a prototype dies. When it was watched (a sample or a trace
- * copy met it), its generation ends (samples taken before saw this incarnation), the
- * frame cache entries that lie in it are dropped (smp_pfree_bump), and its allocation,
- * intact until after this probe, is sent as it is. One no sample met costs a lookup and
- * a read of pseen_n: no cache entry or name can be of it (entries are filled only for
- * prototypes watched). */
-SEC("usdt")
-int nupp_smp_proto_free(struct pt_regs *ctx)
-{
-	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0, n, slot;
-	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
-	struct smp_pseen_key k = { .tgid = tgid };
+/* State of a luajit:proto_free run over the prototypes that die (bpf_loop). */
+struct smp_pfree_ctx {
+	struct nupp_smp_proc *p;
 	struct smp_proto_buf *b;
-	long g = 0, pt = 0;
+	__u64 g;
+	__u32 tgid;
+};
+
+/* bpf_loop callback: prototype i of the batch dies. When it was watched (a sample or a
+ * trace copy met it), its generation ends (samples taken before saw this incarnation),
+ * the frame cache entries that lie in it are dropped (smp_pfree_bump), and its
+ * allocation, intact until after this probe, is sent as it is. One no sample met costs
+ * a read of pseen_n (and rarely a lookup): no cache entry or name can be of it (entries
+ * are filled only for prototypes watched). */
+static long smp_pfree_one(__u32 i, void *data)
+{
+	struct smp_pfree_ctx *c = data;
+	struct smp_pseen_key k = { .tgid = c->tgid };
+	struct nupp_smp_proc *p = c->p;
+	struct smp_proto_buf *b = c->b;
+	__u32 n, slot;
 	__u64 gen;
 
-	if (!p)
-		return 0;
-	/* No layout yet: no sample of the process can exist, so no generation is needed
-	 * (and user/sampler.c writes this entry whole when it sets the layout). */
-	if (!p->layout_ok) {
-		__sync_fetch_and_add(&fc_epoch, 1);
-		return 0;
-	}
-	if (bpf_usdt_arg(ctx, 1, &pt))
-		goto lost;
-	k.pt = (__u64)pt;
+	k.pt = b->pts[i & (NUPP_LJ_PROTO_FREE_MAX - 1)];
 	/* Watched before any sample named it, on this VM's thread (frees run there too). */
-	slot = smp_pseen_slot(tgid, k.pt);
+	slot = smp_pseen_slot(c->tgid, k.pt);
 	if (!*(volatile __u32 *)&pseen_n[slot] || !bpf_map_lookup_elem(&pseen, &k))
 		return 0;
 	if (bpf_map_delete_elem(&pseen, &k) == 0)
@@ -1160,10 +1160,7 @@ int nupp_smp_proto_free(struct pt_regs *ctx)
 	smp_pfree_bump(k.pt);
 	__sync_fetch_and_add(&p->pfrees, 1);
 	gen = __sync_fetch_and_add(&p->pgen, 1) + 1;
-	b = bpf_map_lookup_elem(&proto_buf, &zero);
-	if (!b || bpf_usdt_arg(ctx, 0, &g))
-		goto lost;
-	if (smp_proto_head(&b->h, p, NUPP_SMP_EV_PROTO_FREE, tgid, (__u64)g, k.pt))
+	if (smp_proto_head(&b->h, p, NUPP_SMP_EV_PROTO_FREE, c->tgid, c->g, k.pt))
 		goto lost;
 	b->h.pgen = gen;
 	n = smp_proto_alloc(b, p, k.pt, 0);
@@ -1171,12 +1168,48 @@ int nupp_smp_proto_free(struct pt_regs *ctx)
 		goto lost;
 	if (bpf_ringbuf_output(&events, b, sizeof(b->h) + n, smp_proto_wakeup()) == 0) {
 		/* lua_close: the strings its constants name die after every prototype. */
-		if (smp_vm_gone(p, (__u64)g))
+		if (smp_vm_gone(p, c->g))
 			smp_kstr(b, p, k.pt);
 		return 0;
 	}
 lost:
 	/* Userspace cannot tell which prototype died at gen: it starts over. */
+	__sync_fetch_and_add(&p->nlost, 1);
+	return 0;
+}
+
+/* luajit:proto_free(g, pts, n): n prototypes of VM g die, their addresses at pts[0..n)
+ * (a batch: the VM frees them after this probe). */
+SEC("usdt")
+int nupp_smp_proto_free(struct pt_regs *ctx)
+{
+	__u32 tgid = bpf_get_current_pid_tgid() >> 32, zero = 0;
+	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+	struct smp_pfree_ctx c = { .tgid = tgid };
+	long g = 0, pts = 0, n = 0;
+
+	if (!p)
+		return 0;
+	/* No layout yet: no sample of the process can exist, so no generation is needed
+	 * (and user/sampler.c writes this entry whole when it sets the layout). */
+	if (!p->layout_ok) {
+		__sync_fetch_and_add(&fc_epoch, 1);
+		return 0;
+	}
+	c.p = p;
+	c.b = bpf_map_lookup_elem(&proto_buf, &zero);
+	if (!c.b || bpf_usdt_arg(ctx, 0, &g) || bpf_usdt_arg(ctx, 1, &pts) || bpf_usdt_arg(ctx, 2, &n) ||
+	    n <= 0 || n > NUPP_LJ_PROTO_FREE_MAX ||
+	    bpf_probe_read_user(c.b->pts, (__u32)n * 8, (const void *)pts))
+		goto lost;
+	c.g = (__u64)g;
+	__sync_fetch_and_add(&pdead, (__u64)n);
+	bpf_loop((__u32)n, smp_pfree_one, &c, 0);
+	return 0;
+lost:
+	/* Which prototypes died is unknown: every frame cache entry goes (a new epoch) and
+	 * userspace starts over. */
+	__sync_fetch_and_add(&fc_epoch, 1);
 	__sync_fetch_and_add(&p->nlost, 1);
 	return 0;
 }

@@ -629,7 +629,7 @@ static void record_summary(const struct record_opts *o, const struct nupp_sample
  * watched (met by samples) and their frees reported. */
 static void record_trace_copies(struct nupp_sampler *smp)
 {
-	__u64 tc[NUPP_SMP_TC_N], watched = 0, freed = 0;
+	__u64 tc[NUPP_SMP_TC_N], watched = 0, freed = 0, dead = 0;
 	int i;
 
 	nupp_sampler_trace_copies(smp, tc, NUPP_SMP_TC_N);
@@ -637,9 +637,10 @@ static void record_trace_copies(struct nupp_sampler *smp)
 	for (i = 1; i < NUPP_SMP_TC_N; i++)
 		fprintf(stderr, " %s %llu", nupp_sampler_tcopy_name(i), (unsigned long long)tc[i]);
 	fprintf(stderr, "\n");
-	nupp_sampler_proto_counts(smp, &watched, &freed);
-	fprintf(stderr, "nupp-bpf: prototypes: %llu watched (met by a sample or a trace copy), %llu of their frees "
-		"reported\n", (unsigned long long)watched, (unsigned long long)freed);
+	nupp_sampler_proto_counts(smp, &watched, &freed, &dead);
+	fprintf(stderr, "nupp-bpf: prototypes: %llu freed, %llu watched (met by a sample or a trace copy), %llu of "
+		"their frees reported\n", (unsigned long long)dead, (unsigned long long)watched,
+		(unsigned long long)freed);
 }
 
 /* Prints what the samples' walks did: frames from the frame cache, reads, new stacks. */

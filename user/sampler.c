@@ -1623,12 +1623,13 @@ int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n)
 }
 
 /* Prototypes watched so far (met by a sample or a trace copy: each is named by its
- * first sample's event), and frees of watched prototypes reported (the others cost their
- * free one lookup). */
-int nupp_sampler_proto_counts(struct nupp_sampler *s, __u64 *watched, __u64 *freed)
+ * first sample's event), frees of watched prototypes reported, and every prototype
+ * reported dead. */
+int nupp_sampler_proto_counts(struct nupp_sampler *s, __u64 *watched, __u64 *freed, __u64 *dead)
 {
 	*watched = __atomic_load_n(&s->skel->bss->pwatched, __ATOMIC_RELAXED);
 	*freed = __atomic_load_n(&s->skel->bss->pfreed, __ATOMIC_RELAXED);
+	*dead = __atomic_load_n(&s->skel->bss->pdead, __ATOMIC_RELAXED);
 	return 0;
 }
 

@@ -19,10 +19,13 @@
 #endif
 
 #define NUPP_LJ_LAYOUT_MAGIC 0x4c4a4250u /* "PBJL": LuaJIT BPF layout */
-#define NUPP_LJ_LAYOUT_VERSION 7u
+#define NUPP_LJ_LAYOUT_VERSION 8u
 #define NUPP_LJ_LAYOUT_SYMBOL "luajit_bpf_layout"
 #define NUPP_LJ_VMLIST_SYMBOL "luajit_bpf_vmlist"
 #define NUPP_LJ_VMLIST_MAX 16
+/* luajit:proto_free(g, pts, n) reports the prototypes that die in batches of at most
+ * this many (the VM frees them after the probe); version 8 on. */
+#define NUPP_LJ_PROTO_FREE_MAX 64
 
 /* ffi:begin */
 /* Offsets are bytes from the start of the named struct; sizes are sizeof(). */

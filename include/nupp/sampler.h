@@ -56,7 +56,8 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out);
 /* Kernel cost so far: total BPF run time and runs of the sampling program (0 when
  * kernel.bpf_stats_enabled is off). */
 int nupp_sampler_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt);
-/* The same for the prototype lifetime program (luajit:proto_free). */
+/* The same for the prototype lifetime program (luajit:proto_free: one run for a batch of
+ * up to NUPP_LJ_PROTO_FREE_MAX prototypes that die). */
 int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *run_cnt);
 /* What became of the copies of traces made at their first samples so far (no probe
  * watches traces: their cost is the sampling program's): counts[i] for outcome i of
@@ -65,9 +66,10 @@ int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *
  * ...; NULL past the last). 0 or -errno. */
 int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n);
 /* Prototypes watched so far (the first sample or trace copy that met each one sent its
- * name; no probe fires when a prototype is made) and the frees of watched prototypes
- * reported (with a copy of each); a prototype no sample met costs its free a lookup. */
-int nupp_sampler_proto_counts(struct nupp_sampler *s, __u64 *watched, __u64 *freed);
+ * name; no probe fires when a prototype is made), the frees of watched prototypes
+ * reported (with a copy of each), and all prototypes luajit:proto_free reported dead (a
+ * prototype no sample met costs its free a read of a counter). */
+int nupp_sampler_proto_counts(struct nupp_sampler *s, __u64 *watched, __u64 *freed, __u64 *dead);
 const char *nupp_sampler_tcopy_name(int i);
 
 /* What the samples' walks did so far: counts[i] for counter i of enum nupp_smp_wstat

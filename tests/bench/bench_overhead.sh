@@ -1,63 +1,92 @@
 #!/usr/bin/env bash
-# Benchmark (not a test): wall-time overhead of nupp-bpf record on CPU-bound LuaJIT
-# workloads (tests/bench/workloads, fixed work, self-timed; loader.lua is the worst case
-# for the prototype lifetime probes), against no profiler and
-# LuaJIT's own jit.p (-jp=i1, 1 ms interval).
-# Prints a table of median ratios to the unprofiled run over RUNS paired runs (each
-# profiled run is paired with an unprofiled twin running at the same time), and the
-# kernel cost per sample of the sampling program (bpf_stats run_time_ns / run_cnt).
-# usage: sudo tests/bench/bench_overhead.sh [RUNS]   (from a built tree: build/)
+# Benchmark (not a test): overhead of nupp-bpf record on CPU-bound LuaJIT workloads
+# (tests/bench/workloads, fixed work, self-timed; loader.lua is the worst case for the
+# prototype lifetime probe), against no profiler and LuaJIT's own jit.p (-jp=i1, 1 ms
+# interval).
+# Prints two tables of median ratios to the unprofiled run over RUNS paired runs (each
+# profiled run is paired with an unprofiled twin running at the same time): of the
+# workload's wall time, and of its own CPU time (os.clock: what the profiler costs the
+# target, the kernel's sampling work included). With BASE (another build directory,
+# e.g. of the main branch in a git worktree), its nupp-bpf at 1000 Hz is measured in the
+# same minutes, alternating with this one. Then the kernel cost per sample of the
+# sampling program (bpf_stats run_time_ns / run_cnt).
+# usage: sudo tests/bench/bench_overhead.sh [RUNS] [BASE] [WORKLOADS]   (from a built tree: build/)
+#   WORKLOADS: space-separated, default "numeric interp tables loader"
 set -euo pipefail
 top=$(cd "$(dirname "$0")/../.." && pwd)
 NUPP=${NUPP_BPF:-$top/build/nupp-bpf}
 LJ=${NUPP_LUAJIT:-$top/build/luajit/bin/luajit}
 RUNS=${1:-5}
+BASE=${2:-}
+WLS=${3:-numeric interp tables loader}
 W="$top/tests/bench/workloads"
 tmp=$(mktemp -d)
 old_stats=$(sysctl -n kernel.bpf_stats_enabled)
 trap 'sysctl -qw kernel.bpf_stats_enabled="$old_stats"; rm -rf "$tmp"' EXIT
 [ "$(id -u)" = 0 ] || { echo "bench: run as root" >&2; exit 1; }
+modes="nupp99 nupp1000 jp1"
+if [ -n "$BASE" ]; then
+  BASE=$(cd "$BASE" && pwd)
+  [ -x "$BASE/nupp-bpf" ] && [ -x "$BASE/luajit/bin/luajit" ] || { echo "bench: $BASE is not a built tree" >&2; exit 1; }
+  modes="nupp99 nupp1000 base1000 jp1"
+fi
 
-# The workload's own wall time (it prints "elapsed S" on stderr, measured with
-# CLOCK_MONOTONIC from its first line to its last), so the profiler's start-up and
-# tear-down (BPF load, uprobe attach/detach) are not counted as overhead on the program.
-elapsed() { awk '/^elapsed / {print $2}' "$1"; }
+# The workload's own wall time and CPU time (it prints "elapsed S" and "cpu S" on
+# stderr, from its first line to its last), so the profiler's start-up and tear-down
+# (BPF load, uprobe attach/detach) are not counted as overhead on the program.
+field() { awk -v k="$2" '$1 == k {print $2}' "$1"; }
 
 median() { sort -g | awk '{a[NR]=$1} END {print (NR%2) ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2}'; }
+range() { sort -g | awk 'NR == 1 {lo = $1} {hi = $1} END {printf "%.3f-%.3f", lo, hi}'; }
 
 # One paired run: the workload unprofiled and profiled (mode) AT THE SAME TIME, one per
 # CPU, so both see the same machine speed (this VM's speed drifts by tens of percent
-# from one minute to the next); prints profiled/unprofiled.
+# from one minute to the next); appends profiled/unprofiled wall and CPU ratios.
 pair() {
-  local mode=$1 wl=$2 prof
+  local mode=$1 wl=$2 prof lj=$LJ
   case $mode in
-    nupp99) prof=("$NUPP" record -q -F 99 -o "$tmp/p99.json" -- "$LJ" "$W/$wl.lua") ;;
-    nupp1000) prof=("$NUPP" record -q -F 1000 -o "$tmp/p1000.json" -- "$LJ" "$W/$wl.lua") ;;
+    nupp99) prof=("$NUPP" record -q -F 99 -o "$tmp/p.json" -- "$LJ" "$W/$wl.lua") ;;
+    nupp1000) prof=("$NUPP" record -q -F 1000 -o "$tmp/p.json" -- "$LJ" "$W/$wl.lua") ;;
+    base1000)
+      lj=$BASE/luajit/bin/luajit
+      prof=("$BASE/nupp-bpf" record -q -F 1000 -o "$tmp/p.json" -- "$lj" "$W/$wl.lua") ;;
     jp1) prof=("$LJ" -jp=i1 "$W/$wl.lua") ;;
   esac
-  "$LJ" "$W/$wl.lua" >/dev/null 2>"$tmp/base.err" & local b=$!
+  "$lj" "$W/$wl.lua" >/dev/null 2>"$tmp/base.err" & local b=$!
   "${prof[@]}" >/dev/null 2>"$tmp/prof.err" & local p=$!
   wait "$b" && wait "$p" || { cat "$tmp/base.err" "$tmp/prof.err" >&2; exit 1; }
-  elapsed "$tmp/base.err" >>"$tmp/base"
-  awk -v a="$(elapsed "$tmp/prof.err")" -v b="$(elapsed "$tmp/base.err")" 'BEGIN {print a / b}'
+  field "$tmp/base.err" elapsed >>"$tmp/base"
+  awk -v a="$(field "$tmp/prof.err" elapsed)" -v b="$(field "$tmp/base.err" elapsed)" \
+    'BEGIN {print a / b}' >>"$tmp/$mode.wall"
+  awk -v a="$(field "$tmp/prof.err" cpu)" -v b="$(field "$tmp/base.err" cpu)" \
+    'BEGIN {print a / b}' >>"$tmp/$mode.cpu"
 }
 
-printf '%-10s %10s %12s %14s %12s\n' workload "none (s)" "nupp 99 Hz" "nupp 1000 Hz" "jit.p i1"
-for wl in numeric interp tables loader; do
+declare -A rows
+for wl in $WLS; do
   : >"$tmp/base"
-  for m in nupp99 nupp1000 jp1; do : >"$tmp/$m"; done
+  for m in $modes; do : >"$tmp/$m.wall"; : >"$tmp/$m.cpu"; done
   for _ in $(seq "$RUNS"); do
-    for m in nupp99 nupp1000 jp1; do pair "$m" "$wl" >>"$tmp/$m"; done
+    for m in $modes; do pair "$m" "$wl"; done
   done
-  row=$(printf '%-10s %10.3f' "$wl" "$(median <"$tmp/base")")
-  for m in nupp99 nupp1000 jp1; do row+=$(printf ' %13.3fx' "$(median <"$tmp/$m")"); done
-  echo "$row"
+  for kind in wall cpu; do
+    row=$(printf '%-10s %10.3f' "$wl" "$(median <"$tmp/base")")
+    for m in $modes; do row+=$(printf ' %6.3fx (%s)' "$(median <"$tmp/$m.$kind")" "$(range <"$tmp/$m.$kind")"); done
+    rows[$kind]+="$row"$'\n'
+  done
+done
+for kind in wall cpu; do
+  echo "$kind time of the workload, profiled / unprofiled twin (median, min-max of $RUNS pairs):"
+  printf '%-10s %10s' workload "none (s)"
+  for m in $modes; do printf ' %-21s' "$m"; done
+  echo
+  printf '%s' "${rows[$kind]}"
+  echo
 done
 
 # Kernel cost per sample at 1000 Hz, from BPF run-time statistics.
 sysctl -qw kernel.bpf_stats_enabled=1
-echo
-for wl in numeric interp tables loader; do
+for wl in $WLS; do
   "$NUPP" -v record -F 1000 -o "$tmp/p.json" -- "$LJ" "$W/$wl.lua" 2>"$tmp/stats" >/dev/null
-  grep -E '^nupp-bpf: bpf ' "$tmp/stats" | sed "s/^nupp-bpf: bpf /$wl: /"
+  grep -E '^nupp-bpf: (bpf |prototypes: )' "$tmp/stats" | sed "s/^nupp-bpf: /$wl: /"
 done

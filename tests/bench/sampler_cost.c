@@ -139,7 +139,7 @@ int main(int argc, char **argv)
 		"rbytes", "rwin", "rcode", "rfn", "newstack", "newcount", "walk_ns", "store_ns", "timed",
 	};
 	__u64 wsum[NUPP_SMP_WS_N] = { 0 }, wsum0[NUPP_SMP_WS_N] = { 0 }, cnt0 = 0, ns0 = 0, bcnt0 = 0, bns0 = 0;
-	__u64 frees = 0, frees_ns = 0;
+	__u64 frees = 0;
 	int hz = 1000, want = 0, timed = 0, warm_ms = 0, gate[2], st_fd, pfd = -1, stats_fd, ncpu, i, n = 0, have = 0;
 	int wst = 0, rc = 1, b;
 	char bin[512], c;
@@ -303,9 +303,9 @@ int main(int argc, char **argv)
 	while (waitpid(pid, &wst, 0) < 0 && errno == EINTR)
 		;
 	pid = 0;
-	/* Prototypes freed: runs of luajit:proto_free's program (the sampler's own count,
-	 * pfrees, is of the prototypes its samples met). */
-	cost_prog_stats(skel->progs.nupp_smp_proto_free, &frees, &frees_ns);
+	/* Prototypes freed, as luajit:proto_free reported them in batches (the sampler's
+	 * pfrees counts only the prototypes its samples met). */
+	frees = __atomic_load_n(&skel->bss->pdead, __ATOMIC_RELAXED);
 	memset(&info, 0, sizeof(info));
 	if (bpf_obj_get_info_by_fd(bpf_program__fd(skel->progs.nupp_sample), &info, &info_len))
 		goto out;

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # While nupp-bpf records, the kernel runs each luajit:* probe our LuaJIT hits as a call of
 # its uprobe trampoline (the site is a 5-byte NOP: Linux 6.18+), not as a trap per hit;
-# once record -p has detached, every site is the NOP again and the target runs on, with
-# the result it gives unprofiled.
+# once record -p has detached, every site is the NOP again (and luajit:proto_free's
+# semaphore 0: the VM frees prototypes at once again, not in batches) and the target runs
+# on, with the result it gives unprofiled.
 . "$(dirname "$0")/../support/lib.sh"
 need_root
 grep -qw arch_uprobe_optimize /proc/kallsyms ||
@@ -10,6 +11,10 @@ grep -qw arch_uprobe_optimize /proc/kallsyms ||
 
 exe=$(readlink -f "$NUPP_LUAJIT")
 sites=$(readelf -n "$exe" | awk '/Provider: luajit/ {getline; n = $2; getline; print n ":" $2}' | tr -d ,)
+# luajit:proto_free has a semaphore: the kernel counts its consumers in the process, and
+# the VM batches its frees only while one is attached.
+sema=$(readelf -n "$exe" | awk '/Provider: luajit/ {getline; n = $2; getline; if (n == "proto_free") print $6}')
+[ -n "$sema" ] && [ "$((sema))" -ne 0 ] || fail "luajit:proto_free has no semaphore"
 # Code loaded and collected without pause (proto_free fires 20 times a
 # round) until the file arg[1] exists (60 s at most), then its checksum.
 cat >"$TMP/load.lua" <<'LUA'
@@ -38,6 +43,10 @@ assert_eq "$want" "62" "the workload's own result"
 site_bytes() {
   dd if="/proc/$1/mem" bs=1 iflag=skip_bytes,count_bytes skip=$(($2 + $3)) count=5 2>/dev/null | od -An -tx1 | tr -d ' \n'
 }
+# The value of the proto_free semaphore of the running target.
+sema_value() {
+  dd if="/proc/$1/mem" bs=1 iflag=skip_bytes,count_bytes skip=$((base + sema)) count=2 2>/dev/null | od -An -tu2 | tr -d ' \n'
+}
 
 # The kernel takes a profiler's probes out after it has exited, not at once (within 2 s
 # here, breakpoints and calls alike): waits up to 10 s for every site of $1 to be the
@@ -61,6 +70,7 @@ base=$((0x$(awk -v f="$exe" '$6 == f && $3 == "00000000" {split($1, a, "-"); pri
 # (A profiler that just exited, as the test before may have, leaves its probes in for a
 # moment: wait for them to go.)
 wait_nops "$target" || fail "probe sites not NOPs before recording:$left"
+assert_eq "$(sema_value "$target")" 0 "the proto_free semaphore before recording"
 "$NUPP_BPF" record -q -F 199 -d 2 -o "$TMP/p.json" -p "$target" 2>"$TMP/rec.err" & rec=$!
 # A site that fired is a call (e8 rel32) into the kernel's trampoline page.
 optimized=""
@@ -73,10 +83,12 @@ while kill -0 "$rec" 2>/dev/null; do
   [ -n "$optimized" ] && break
 done
 [ -n "$optimized" ] || fail "no proto_free site became a call while recording"
+[ "$(sema_value "$target")" -ge 1 ] || fail "the proto_free semaphore is $(sema_value "$target") while recording"
 grep -q '\[uprobes-trampoline\]' "/proc/$target/maps" || fail "no uprobe trampoline mapped in the target"
 wait "$rec" || fail "record -p failed: $(cat "$TMP/rec.err")"
 kill -0 "$target" || fail "the target stopped when record -p detached"
 wait_nops "$target" || fail "probe sites still not NOPs 10 s after record -p detached:$left"
+assert_eq "$(sema_value "$target")" 0 "the proto_free semaphore after record -p detached"
 touch "$TMP/stop"
 wait "$target" || fail "the target failed after record -p detached"
 assert_eq "$(cat "$TMP/out")" "$want" "the target's result after profiling"

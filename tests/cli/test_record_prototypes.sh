@@ -13,11 +13,15 @@ need_root
   >"$TMP/out" 2>"$TMP/err" || { cat "$TMP/err" >&2; fail "record exited with status $?"; }
 grep -v '^drain:' "$TMP/err"
 read -r made spent_a spent_b <"$TMP/out"
-watched=$(awk '/^nupp-bpf: prototypes:/ {print $3}' "$TMP/err")
+freed=$(awk '/^nupp-bpf: prototypes:/ {print $3}' "$TMP/err")
+watched=$(awk '/^nupp-bpf: prototypes:/ {print $5}' "$TMP/err")
 reported=$(sed -n 's/^nupp-bpf: prototypes: .*, \([0-9]*\) of their frees reported$/\1/p' "$TMP/err")
-[ -n "$watched" ] && [ -n "$reported" ] || fail "no prototypes line in record -v's output"
-echo "prototypes: $made made, $watched watched, $reported frees reported"
+[ -n "$freed" ] && [ -n "$watched" ] && [ -n "$reported" ] || fail "no prototypes line in record -v's output"
+echo "prototypes: $made made, $freed freed, $watched watched, $reported frees reported"
 [ "$made" -ge 100000 ] || fail "the workload made only $made prototypes"
+# Every prototype the workload made dies before it exits (collected, or at lua_close):
+# each is reported, the last batch too.
+[ "$freed" -ge "$made" ] || fail "$freed prototypes reported freed of the $made the workload made"
 [ "$watched" -ge 1 ] || fail "no prototype watched"
 [ $((watched * 20)) -le "$made" ] || fail "$watched of $made prototypes watched: more than a twentieth"
 [ "$reported" -le "$watched" ] || fail "$reported frees reported for $watched prototypes watched"

@@ -3,7 +3,8 @@
 -- aborts at the same start until blacklisted (trace_abort, trace_blacklist), jit.flush
 -- (trace_flush), a full GC of the flushed traces (trace_free), lua_close at exit
 -- (vm_close); vm_open fired before the first line ran; a chunk loaded and dropped is
--- collected (proto_new when it is compiled, proto_free when it is collected).
+-- collected (proto_new when it is compiled; proto_free, which reports prototypes freed in
+-- batches, at lua_close at the latest).
 local n = 0
 for i = 1, 1000 do n = n + i end
 

@@ -3,7 +3,7 @@
 -- (luajit:proto_new) and freed (luajit:proto_free) once per round: the worst case for
 -- the sampler's prototype lifetime programs.
 local now = dofile((arg[0]:match("^(.*)/") or ".") .. "/clock.lua")
-local t0 = now()
+local t0, c0 = now(), os.clock()
 local ROUNDS = tonumber(arg and arg[1]) or 4000
 local parts = { "local M = {}" }
 for i = 1, 20 do
@@ -18,4 +18,4 @@ for r = 1, ROUNDS do
   if r % 100 == 0 then collectgarbage() end
 end
 print(total)
-io.stderr:write(("elapsed %.4f\n"):format(now() - t0))
+io.stderr:write(("elapsed %.4f\ncpu %.4f\n"):format(now() - t0, os.clock() - c0))

@@ -1,6 +1,6 @@
 -- Benchmark workload: compiled numeric code (a Mandelbrot set), fixed work.
 local now = dofile((arg[0]:match("^(.*)/") or ".") .. "/clock.lua")
-local t0 = now()
+local t0, c0 = now(), os.clock()
 local N = tonumber(arg and arg[1]) or 5000
 local count = 0
 for y = 0, N - 1 do
@@ -16,4 +16,4 @@ for y = 0, N - 1 do
   end
 end
 print(count)
-io.stderr:write(("elapsed %.4f\n"):format(now() - t0))
+io.stderr:write(("elapsed %.4f\ncpu %.4f\n"):format(now() - t0, os.clock() - c0))

@@ -1,6 +1,6 @@
 -- Benchmark workload: allocation, GC, strings and C library calls (binary trees,
 local now = dofile((arg[0]:match("^(.*)/") or ".") .. "/clock.lua")
-local t0 = now()
+local t0, c0 = now(), os.clock()
 -- string building, table.sort), fixed work.
 local N = tonumber(arg and arg[1]) or 16
 local function make(d) if d == 0 then return {} end return {make(d - 1), make(d - 1)} end
@@ -13,4 +13,4 @@ local parts = {}
 for i = 1, 200000 do parts[i] = tostring((i * 7919) % 100003) end
 table.sort(parts)
 print(total, #table.concat(parts, ","))
-io.stderr:write(("elapsed %.4f\n"):format(now() - t0))
+io.stderr:write(("elapsed %.4f\ncpu %.4f\n"):format(now() - t0, os.clock() - c0))
