@@ -7,6 +7,7 @@
 #include <bpf/bpf_helpers.h>
 #include <bpf/bpf_tracing.h>
 #include <bpf/usdt.bpf.h>
+#include <bpf/bpf_core_read.h>
 
 #include "nupp/sampler_abi.h"
 
@@ -755,22 +756,49 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 
 /* The CPU-clock sample: walk the running Lua stack (or name the host code) and count it,
  * marked in flight on this CPU while it reads or writes a buffer. */
+/* Notes this CPU-clock tick of the CPU (every tick, of any task, so that each interval
+ * is one tick's) and returns 1 when it is to be dropped as time the hypervisor took
+ * (nupp_smp_steal_tick). The steal clock is the run queue's, as the scheduler last read
+ * it (kernels built without steal accounting have none: nothing is dropped). */
+static __always_inline int smp_steal(struct bpf_perf_event_data *ctx, __u32 cpu)
+{
+	struct task_struct *task;
+	__u64 steal = 0;
+
+	if (!bpf_core_field_exists(struct rq, prev_steal_time_rq))
+		return 0;
+	task = bpf_get_current_task_btf();
+	if (BPF_CORE_READ_INTO(&steal, task, se.cfs_rq, rq, prev_steal_time_rq) || !steal)
+		return 0;
+	return nupp_smp_steal_tick(&inflight[cpu], bpf_ktime_get_ns(), steal, ctx->sample_period);
+}
+
 SEC("perf_event")
 int nupp_sample(struct bpf_perf_event_data *ctx)
 {
 	__u64 id;
 	__u32 tgid, tid, cpu, buf;
+	int stolen;
 	struct nupp_smp_proc *p;
+	struct smp_wstat *ws;
 
 	if (paused)
 		return 0;
+	cpu = bpf_get_smp_processor_id() & (NUPP_SMP_MAX_CPUS - 1);
+	stolen = smp_steal(ctx, cpu);
 	id = bpf_get_current_pid_tgid();
 	tgid = id >> 32;
 	tid = (__u32)id;
 	p = bpf_map_lookup_elem(&procs, &tgid);
 	if (!p)
 		return 0;
-	cpu = bpf_get_smp_processor_id() & (NUPP_SMP_MAX_CPUS - 1);
+	/* The hypervisor's time, not the task's: not a sample of it. */
+	if (stolen) {
+		ws = smp_wstat_get();
+		if (ws)
+			ws->v[NUPP_SMP_WS_STOLEN]++;
+		return 0;
+	}
 	__sync_fetch_and_add(&inflight[cpu].n, 1); /* a full barrier: then read the epoch */
 	buf = (__u32)(*(volatile __u64 *)&epoch) & 1;
 	smp_sample(p, tgid, tid, buf);

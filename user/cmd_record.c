@@ -661,6 +661,8 @@ static void record_walk_stats(struct nupp_sampler *smp)
 		(unsigned long long)v[NUPP_SMP_WS_FILLS], (double)v[NUPP_SMP_WS_LOOKS] / n,
 		(double)v[NUPP_SMP_WS_PGREADS] / n, (double)v[NUPP_SMP_WS_STALE] / n, (double)v[NUPP_SMP_WS_READS] / n,
 		(double)v[NUPP_SMP_WS_RBYTES] / n, 100.0 * (double)v[NUPP_SMP_WS_NEWSTACK] / n);
+	fprintf(stderr, "nupp-bpf: %llu samples not counted: time the hypervisor took from the CPU (steal)\n",
+		(unsigned long long)v[NUPP_SMP_WS_STOLEN]);
 }
 
 /* Prints the kernel cost of the BPF programs (needs kernel.bpf_stats_enabled=1). */

@@ -105,8 +105,49 @@ struct nupp_smp_stack {
 /* A CPU's in-flight marker (odd while a sample runs there), one cache line each. */
 struct nupp_smp_inflight {
 	__u64 n;
-	__u64 pad[7];
+	/* The CPU's last CPU-clock tick: its time (bpf_ktime_get_ns), the steal clock then
+	 * (ns the hypervisor kept the CPU from running), the time counted by ticks but
+	 * stolen, not yet taken off, and how late the last tick was while the steal clock
+	 * had not moved (nupp_smp_steal_tick). */
+	__u64 tick_ns, steal_ns, debt_ns, late_ns;
+	__u64 pad[3];
 } __attribute__((aligned(64)));
+
+/* A CPU-clock sample fires every period of wall time on its CPU, so time a hypervisor
+ * takes from a virtual CPU (steal) would be counted as the CPU time of the task it
+ * interrupted. At a tick at now (ns), the steal clock at steal: the tick counts one
+ * period for the interval since the CPU's previous tick, in which the task ran that
+ * interval less what was stolen; a tick late by more than a period (after a long steal)
+ * still counts one, so the stolen time beyond what is late was counted, and goes to the
+ * CPU's debt. A tick is dropped (returns 1) while the debt holds a period, so the samples
+ * count the time tasks ran. The steal clock is read as the scheduler last saw it (up to
+ * one scheduler tick behind): stolen time that shows one tick after a late tick is
+ * matched with that lateness too. */
+static inline int nupp_smp_steal_tick(struct nupp_smp_inflight *f, __u64 now, __u64 steal, __u64 period)
+{
+	__u64 dt = now - f->tick_ns, ds = steal - f->steal_ns, late, credit;
+	int first = !f->tick_ns;
+
+	f->tick_ns = now;
+	f->steal_ns = steal;
+	if (first || !period)
+		return 0;
+	late = dt > period ? dt - period : 0;
+	if ((__s64)ds <= 0) {
+		f->late_ns = late;
+	} else {
+		credit = late + f->late_ns;
+		f->late_ns = 0;
+		if (ds > credit)
+			f->debt_ns += ds - credit;
+		if (f->debt_ns > 64 * period) /* a burst is taken off the next 64 ticks at most */
+			f->debt_ns = 64 * period;
+	}
+	if (f->debt_ns < period)
+		return 0;
+	f->debt_ns -= period;
+	return 1;
+}
 
 /* Key of the host maps: a sample of native code outside every VM (value: __u64 count). */
 struct nupp_smp_host_key {
@@ -289,6 +330,7 @@ enum nupp_smp_wstat {
 	NUPP_SMP_WS_WALK_NS,   /* time in the walks (timed samples only, rodata time_stats) */
 	NUPP_SMP_WS_STORE_NS,  /* time storing the stack and its count (ditto) */
 	NUPP_SMP_WS_TIMED,     /* samples timed */
+	NUPP_SMP_WS_STOLEN,    /* samples of a target dropped as time the hypervisor took */
 	NUPP_SMP_WS_N
 };
 
