@@ -763,12 +763,18 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 static __always_inline int smp_steal(struct bpf_perf_event_data *ctx, __u32 cpu)
 {
 	struct task_struct *task;
-	__u64 steal = 0;
+	struct cfs_rq *cfs;
+	__u64 steal;
 
 	if (!bpf_core_field_exists(struct rq, prev_steal_time_rq))
 		return 0;
+	/* Loads through the kernel's own pointers (BTF-typed: a fault reads 0). */
 	task = bpf_get_current_task_btf();
-	if (BPF_CORE_READ_INTO(&steal, task, se.cfs_rq, rq, prev_steal_time_rq) || !steal)
+	cfs = task->se.cfs_rq;
+	if (!cfs || !cfs->rq)
+		return 0;
+	steal = cfs->rq->prev_steal_time_rq;
+	if (!steal)
 		return 0;
 	return nupp_smp_steal_tick(&inflight[cpu], bpf_ktime_get_ns(), steal, ctx->sample_period);
 }
