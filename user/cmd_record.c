@@ -30,7 +30,7 @@
 #include "nupp/trace.h"
 #include "cli.h"
 
-#define RECORD_DRAIN_MS 200 /* name frames while the target is alive, at this period */
+#define RECORD_DRAIN_MS 500 /* count and name what was sampled, at this period */
 
 #define RECORD_MAX_OUTPUTS 8
 

@@ -108,10 +108,10 @@ struct smp_stk {
 };
 
 /* Drains of its buffer a stack may go uncounted and stay: a minute at record's period
- * (200 ms, two buffers). Keeping one costs memory only (bounded by the crowding rule);
+ * (500 ms, two buffers). Keeping one costs memory only (bounded by the crowding rule);
  * deleting one costs an interrupt, and a program's stacks mostly come back (luacheck:
- * 4,000 stacks in 10 s, of which a window of 16 drains deleted most). */
-#define SMP_STK_IDLE 150
+ * 4,000 stacks in 10 s, of which a window of 16 drains at 200 ms deleted most). */
+#define SMP_STK_IDLE 60
 
 /* Least time between two reads of the lost_where diagnosis map. */
 #define SMP_WHERE_US 10000000
