@@ -637,7 +637,8 @@ static void record_trace_copies(struct nupp_sampler *smp)
 	for (i = 1; i < NUPP_SMP_TC_N; i++)
 		fprintf(stderr, " %s %llu", nupp_sampler_tcopy_name(i), (unsigned long long)tc[i]);
 	fprintf(stderr, "\n");
-	nupp_sampler_proto_counts(smp, &watched, &freed, &dead);
+	nupp_sampler_proto_counts(smp, &watched, &freed);
+	nupp_sampler_proto_dead(smp, &dead);
 	fprintf(stderr, "nupp-bpf: prototypes: %llu freed, %llu watched (met by a sample or a trace copy), %llu of "
 		"their frees reported\n", (unsigned long long)dead, (unsigned long long)watched,
 		(unsigned long long)freed);

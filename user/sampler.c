@@ -1623,12 +1623,17 @@ int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n)
 }
 
 /* Prototypes watched so far (met by a sample or a trace copy: each is named by its
- * first sample's event), frees of watched prototypes reported, and every prototype
- * reported dead. */
-int nupp_sampler_proto_counts(struct nupp_sampler *s, __u64 *watched, __u64 *freed, __u64 *dead)
+ * first sample's event), and frees of watched prototypes reported. */
+int nupp_sampler_proto_counts(struct nupp_sampler *s, __u64 *watched, __u64 *freed)
 {
 	*watched = __atomic_load_n(&s->skel->bss->pwatched, __ATOMIC_RELAXED);
 	*freed = __atomic_load_n(&s->skel->bss->pfreed, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* Every prototype reported dead so far (the batches of luajit:proto_free). */
+int nupp_sampler_proto_dead(struct nupp_sampler *s, __u64 *dead)
+{
 	*dead = __atomic_load_n(&s->skel->bss->pdead, __ATOMIC_RELAXED);
 	return 0;
 }

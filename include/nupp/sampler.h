@@ -66,10 +66,12 @@ int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *
  * ...; NULL past the last). 0 or -errno. */
 int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n);
 /* Prototypes watched so far (the first sample or trace copy that met each one sent its
- * name; no probe fires when a prototype is made), the frees of watched prototypes
- * reported (with a copy of each), and all prototypes luajit:proto_free reported dead (a
- * prototype no sample met costs its free a read of a counter). */
-int nupp_sampler_proto_counts(struct nupp_sampler *s, __u64 *watched, __u64 *freed, __u64 *dead);
+ * name; no probe fires when a prototype is made) and the frees of watched prototypes
+ * reported (with a copy of each); a prototype no sample met costs its free a read of a
+ * counter. */
+int nupp_sampler_proto_counts(struct nupp_sampler *s, __u64 *watched, __u64 *freed);
+/* Every prototype luajit:proto_free reported dead so far, watched or not. */
+int nupp_sampler_proto_dead(struct nupp_sampler *s, __u64 *dead);
 const char *nupp_sampler_tcopy_name(int i);
 
 /* What the samples' walks did so far: counts[i] for counter i of enum nupp_smp_wstat
