@@ -178,7 +178,6 @@ struct {
 struct smp_proto_buf {
 	struct nupp_smp_proto_event h;
 	__u8 data[NUPP_SMP_PT_MAX];
-	__u64 pts[NUPP_LJ_PROTO_FREE_MAX]; /* luajit:proto_free's batch */
 };
 
 struct {
@@ -766,7 +765,8 @@ static __always_inline int smp_steal(struct bpf_perf_event_data *ctx, __u32 cpu)
 	struct cfs_rq *cfs;
 	__u64 steal;
 
-	if (!bpf_core_field_exists(struct rq, prev_steal_time_rq))
+	if (!bpf_core_field_exists(struct rq, prev_steal_time_rq) ||
+	    !bpf_core_field_exists(struct sched_entity, cfs_rq) || !bpf_core_field_exists(struct cfs_rq, rq))
 		return 0;
 	/* Loads through the kernel's own pointers (BTF-typed: a fault reads 0). */
 	task = bpf_get_current_task_btf();
@@ -776,7 +776,8 @@ static __always_inline int smp_steal(struct bpf_perf_event_data *ctx, __u32 cpu)
 	steal = cfs->rq->prev_steal_time_rq;
 	if (!steal)
 		return 0;
-	return nupp_smp_steal_tick(&inflight[cpu], bpf_ktime_get_ns(), steal, ctx->sample_period);
+	return nupp_smp_steal_tick(&inflight[cpu], bpf_ktime_get_ns(), steal, ctx->sample_period,
+				   bpf_get_current_pid_tgid());
 }
 
 SEC("perf_event")
@@ -1163,6 +1164,7 @@ struct smp_pfree_ctx {
 	struct nupp_smp_proc *p;
 	struct smp_proto_buf *b;
 	__u64 g;
+	__u64 pts; /* the batch: GCproto *pts[n] in the target, intact while the probe runs */
 	__u32 tgid;
 };
 
@@ -1181,7 +1183,12 @@ static long smp_pfree_one(__u32 i, void *data)
 	__u32 n, slot;
 	__u64 gen;
 
-	k.pt = b->pts[i & (NUPP_LJ_PROTO_FREE_MAX - 1)];
+	/* Read one at a time from the target, not kept in per-CPU memory: a preemptible
+	 * kernel may run another process's probe on this CPU meanwhile. */
+	if (bpf_probe_read_user(&k.pt, 8, (const void *)(c->pts + 8ull * (i & (NUPP_LJ_PROTO_FREE_MAX - 1))))) {
+		__sync_fetch_and_add(&fc_epoch, 1);
+		goto lost;
+	}
 	/* Watched before any sample named it, on this VM's thread (frees run there too). */
 	slot = smp_pseen_slot(c->tgid, k.pt);
 	if (!*(volatile __u32 *)&pseen_n[slot] || !bpf_map_lookup_elem(&pseen, &k))
@@ -1233,10 +1240,10 @@ int nupp_smp_proto_free(struct pt_regs *ctx)
 	c.p = p;
 	c.b = bpf_map_lookup_elem(&proto_buf, &zero);
 	if (!c.b || bpf_usdt_arg(ctx, 0, &g) || bpf_usdt_arg(ctx, 1, &pts) || bpf_usdt_arg(ctx, 2, &n) ||
-	    n <= 0 || n > NUPP_LJ_PROTO_FREE_MAX ||
-	    bpf_probe_read_user(c.b->pts, (__u32)n * 8, (const void *)pts))
+	    n <= 0 || n > NUPP_LJ_PROTO_FREE_MAX)
 		goto lost;
 	c.g = (__u64)g;
+	c.pts = (__u64)pts;
 	__sync_fetch_and_add(&pdead, (__u64)n);
 	bpf_loop((__u32)n, smp_pfree_one, &c, 0);
 	return 0;

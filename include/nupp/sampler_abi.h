@@ -110,7 +110,8 @@ struct nupp_smp_inflight {
 	 * stolen, not yet taken off, and how late the last tick was while the steal clock
 	 * had not moved (nupp_smp_steal_tick). */
 	__u64 tick_ns, steal_ns, debt_ns, late_ns;
-	__u64 pad[3];
+	__u64 task; /* the thread that tick interrupted (pid_tgid) */
+	__u64 pad[2];
 } __attribute__((aligned(64)));
 
 /* A CPU-clock sample fires every period of wall time on its CPU, so time a hypervisor
@@ -122,14 +123,24 @@ struct nupp_smp_inflight {
  * CPU's debt. A tick is dropped (returns 1) while the debt holds a period, so the samples
  * count the time tasks ran. The steal clock is read as the scheduler last saw it (up to
  * one scheduler tick behind): stolen time that shows one tick after a late tick is
- * matched with that lateness too. */
-static inline int nupp_smp_steal_tick(struct nupp_smp_inflight *f, __u64 now, __u64 steal, __u64 period)
+ * matched with that lateness too. The scheduler takes its reading at a switch of
+ * threads too, so what shows at the first tick of another thread (task, the tick's
+ * pid_tgid) may have been stolen from the one before: it is not charged, and the debt
+ * of the one before goes with it. */
+static inline int nupp_smp_steal_tick(struct nupp_smp_inflight *f, __u64 now, __u64 steal, __u64 period,
+				      __u64 task)
 {
 	__u64 dt = now - f->tick_ns, ds = steal - f->steal_ns, late, credit;
 	int first = !f->tick_ns;
 
 	f->tick_ns = now;
 	f->steal_ns = steal;
+	if (f->task != task) {
+		f->task = task;
+		f->debt_ns = 0;
+		f->late_ns = 0;
+		return 0;
+	}
 	if (first || !period)
 		return 0;
 	late = dt > period ? dt - period : 0;

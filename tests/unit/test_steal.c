@@ -18,11 +18,11 @@ static int run(int n, const __u64 *dt, int ndt, const __u64 *ds, int nds)
 	int i, dropped = 0;
 
 	memset(&f, 0, sizeof(f));
-	ck_assert_int_eq(nupp_smp_steal_tick(&f, now, steal, P), 0); /* the first tick: nothing to compare */
+	ck_assert_int_eq(nupp_smp_steal_tick(&f, now, steal, P, 42), 0); /* the first tick: nothing to compare */
 	for (i = 0; i < n; i++) {
 		now += dt[i % ndt];
 		steal += ds[i % nds];
-		dropped += nupp_smp_steal_tick(&f, now, steal, P);
+		dropped += nupp_smp_steal_tick(&f, now, steal, P, 42);
 	}
 	return dropped;
 }
@@ -85,14 +85,43 @@ START_TEST(a_steal_clock_that_goes_back_is_ignored)
 	struct nupp_smp_inflight f;
 
 	memset(&f, 0, sizeof(f));
-	nupp_smp_steal_tick(&f, 1000 * P, 50 * P, P);
-	ck_assert_int_eq(nupp_smp_steal_tick(&f, 1001 * P, 10 * P, P), 0);
+	nupp_smp_steal_tick(&f, 1000 * P, 50 * P, P, 42);
+	ck_assert_int_eq(nupp_smp_steal_tick(&f, 1001 * P, 10 * P, P, 42), 0);
 	ck_assert_uint_eq(f.debt_ns, 0);
 	/* ... and counts on from where it is now. */
-	ck_assert_int_eq(nupp_smp_steal_tick(&f, 1002 * P, 11 * P, P), 1);
+	ck_assert_int_eq(nupp_smp_steal_tick(&f, 1002 * P, 11 * P, P, 42), 1);
+}
+END_TEST
+
+START_TEST(steal_that_shows_at_another_threads_tick_is_not_charged_to_it)
+{
+	struct nupp_smp_inflight f;
+	__u64 now = 1000 * P, steal = 7 * P;
+	int i, dropped = 0;
+
+	memset(&f, 0, sizeof(f));
+	/* Thread 1 runs; 3 periods stolen show at its last tick: 3 of its ticks go. */
+	for (i = 0; i < 10; i++)
+		nupp_smp_steal_tick(&f, now += P, steal, P, 1);
+	steal += 3 * P;
+	for (i = 0; i < 2; i++)
+		dropped += nupp_smp_steal_tick(&f, now += P, steal, P, 1);
+	ck_assert_int_eq(dropped, 2);
+	/* Thread 2's first tick shows 5 more periods (the scheduler read the clock at the
+	 * switch): neither those nor thread 1's last period of debt are taken from it. */
+	steal += 5 * P;
+	dropped = 0;
+	for (i = 0; i < 20; i++)
+		dropped += nupp_smp_steal_tick(&f, now += P, steal, P, 2);
+	ck_assert_int_eq(dropped, 0);
+	/* What is stolen while it runs is. */
+	steal += 2 * P;
+	for (i = 0; i < 20; i++)
+		dropped += nupp_smp_steal_tick(&f, now += P, steal, P, 2);
+	ck_assert_int_eq(dropped, 2);
 }
 END_TEST
 
 NUPP_CHECK_MAIN("steal", 0, false, false, no_steal_drops_nothing, steal_in_slices_shorter_than_a_period_is_taken_off,
 		a_long_steal_costs_the_one_tick_it_made, a_burst_is_taken_off_64_ticks_at_most,
-		a_steal_clock_that_goes_back_is_ignored)
+		a_steal_clock_that_goes_back_is_ignored, steal_that_shows_at_another_threads_tick_is_not_charged_to_it)
