@@ -13,11 +13,12 @@
 
 #include "sampler_test.h"
 
-/* The call graph's frames (jit.p's names): anything else is a misnamed frame. */
+/* The call graph's frames (jit.p's names): anything else is a misnamed frame. (The
+ * first lines, before the workload waits on stdin, call jit.off and tonumber.) */
 static const char *const known[] = { "pmain",          "churn.lua:0",    "churn.lua:run", "chunkA:f",
 				     "chunkB:f",       "loadstring",     "os.clock",      "assert",
 				     "collectgarbage", "io.read",        "print",         "string.format",
-				     "io.method.flush", "remove" };
+				     "io.method.flush", "remove", "jit.off", "tonumber" };
 
 /* Whether every frame of a collapsed stack is a known one. */
 static int stack_known(const char *stack)
@@ -60,6 +61,9 @@ START_TEST(short_lived_prototypes_keep_their_names)
 			host += r->count;
 			continue;
 		}
+		/* pmain opening the standard libraries, if the sampler saw the process early. */
+		if (strncmp(r->stack, "pmain;luaopen_", 14) == 0 && !strchr(r->stack + 6, ';'))
+			continue;
 		ck_assert_msg(stack_known(r->stack), "misnamed frame in \"%s\" (%llu samples)", r->stack,
 			      (unsigned long long)r->count);
 		if (len >= 9 && strcmp(r->stack + len - 9, ";chunkA:f") == 0)

@@ -25,10 +25,10 @@ for s in names["samples"]:
         under_mid += s["count"]
         below = f[f.index("ffi_leaf.lua:mid") + 1:]
         # Before mid's trace exists, leaf runs interpreted: it looks strlen up in the C
-        # library namespace (its __index metamethod) and calls it through the FFI's
-        # __call metamethod (C functions of their own).
+        # library namespace (its __index metamethod), calls it through the FFI's __call
+        # metamethod and converts the result with tonumber (builtins of their own).
         assert below in ([], ["ffi_leaf.lua:leaf"], ["ffi_leaf.lua:leaf", "ffi.meta.__call"],
-                         ["ffi_leaf.lua:leaf", "ffi.clib.__index"]), s["stack"]
+                         ["ffi_leaf.lua:leaf", "ffi.clib.__index"], ["ffi_leaf.lua:leaf", "tonumber"]), s["stack"]
         if below:
             leaf += s["count"]
 print(f"names: {under_mid} samples under mid, {leaf} in leaf")

@@ -28,11 +28,12 @@ def load(path):
             assert a != b, f"{path}: repeated frame {a} in {';'.join(frames)} ({c})"
     return rows, total
 
-# Names: the call graph is pmain -> main chunk -> var_user -> sum3 (and os.clock, and
-# print once at the end, which calls tostring on its boolean); at start-up pmain runs C
-# functions of its own (luaopen_*).
+# Names: the call graph is pmain -> main chunk -> var_user -> sum3 (and os.clock, tonumber
+# of its argument at its first line, and print once at the end, which calls tostring on
+# its boolean); at start-up pmain runs C functions of its own (luaopen_*).
 rows, total = load(sys.argv[1])
 paths = {("pmain",), ("pmain", "vararg.lua:0"), ("pmain", "vararg.lua:0", "os.clock"),
+         ("pmain", "vararg.lua:0", "tonumber"),
          ("pmain", "vararg.lua:0", "print"), ("pmain", "vararg.lua:0", "print", "tostring"),
          ("pmain", "vararg.lua:0", "vararg.lua:var_user"),
          ("pmain", "vararg.lua:0", "vararg.lua:var_user", "vararg.lua:sum3")}
