@@ -37,7 +37,8 @@ START_TEST(a_50_ms_program_is_fully_profiled)
 		int fd = open(err, O_WRONLY | O_CREAT | O_TRUNC, 0644);
 
 		dup2(fd, 2);
-		execl(bpf, bpf, "record", "-F", FREQ, "-o", json, "--", NUPP_LUAJIT, script, (char *)NULL);
+		/* -v: a failure shows the losses, the walks and the ticks dropped as steal. */
+		execl(bpf, bpf, "-v", "record", "-F", FREQ, "-o", json, "--", NUPP_LUAJIT, script, (char *)NULL);
 		_exit(127);
 	}
 	ck_assert_int_eq(waitpid(pid, &st, 0), pid);
