@@ -753,13 +753,11 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	return 0;
 }
 
-/* The CPU-clock sample: walk the running Lua stack (or name the host code) and count it,
- * marked in flight on this CPU while it reads or writes a buffer. */
 /* Notes this CPU-clock tick of the CPU (every tick, of any task, so that each interval
  * is one tick's) and returns 1 when it is to be dropped as time the hypervisor took
  * (nupp_smp_steal_tick). The steal clock is the run queue's, as the scheduler last read
  * it (kernels built without steal accounting have none: nothing is dropped). */
-static __always_inline int smp_steal(struct bpf_perf_event_data *ctx, __u32 cpu)
+static __always_inline int smp_steal(struct bpf_perf_event_data *ctx, __u32 cpu, __u64 id)
 {
 	struct task_struct *task;
 	struct cfs_rq *cfs;
@@ -776,10 +774,11 @@ static __always_inline int smp_steal(struct bpf_perf_event_data *ctx, __u32 cpu)
 	steal = cfs->rq->prev_steal_time_rq;
 	if (!steal)
 		return 0;
-	return nupp_smp_steal_tick(&inflight[cpu], bpf_ktime_get_ns(), steal, ctx->sample_period,
-				   bpf_get_current_pid_tgid());
+	return nupp_smp_steal_tick(&inflight[cpu], bpf_ktime_get_ns(), steal, ctx->sample_period, id);
 }
 
+/* The CPU-clock sample: walk the running Lua stack (or name the host code) and count it,
+ * marked in flight on this CPU while it reads or writes a buffer. */
 SEC("perf_event")
 int nupp_sample(struct bpf_perf_event_data *ctx)
 {
@@ -792,8 +791,8 @@ int nupp_sample(struct bpf_perf_event_data *ctx)
 	if (paused)
 		return 0;
 	cpu = bpf_get_smp_processor_id() & (NUPP_SMP_MAX_CPUS - 1);
-	stolen = smp_steal(ctx, cpu);
 	id = bpf_get_current_pid_tgid();
+	stolen = smp_steal(ctx, cpu, id);
 	tgid = id >> 32;
 	tid = (__u32)id;
 	p = bpf_map_lookup_elem(&procs, &tgid);

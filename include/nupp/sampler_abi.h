@@ -131,18 +131,16 @@ static inline int nupp_smp_steal_tick(struct nupp_smp_inflight *f, __u64 now, __
 				      __u64 task)
 {
 	__u64 dt = now - f->tick_ns, ds = steal - f->steal_ns, late, credit;
-	int first = !f->tick_ns;
+	int fresh = !f->tick_ns || f->task != task; /* the CPU's first tick, or another thread's */
 
 	f->tick_ns = now;
 	f->steal_ns = steal;
-	if (f->task != task) {
+	if (fresh || !period) {
 		f->task = task;
 		f->debt_ns = 0;
 		f->late_ns = 0;
 		return 0;
 	}
-	if (first || !period)
-		return 0;
 	late = dt > period ? dt - period : 0;
 	if ((__s64)ds <= 0) {
 		f->late_ns = late;
