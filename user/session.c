@@ -46,6 +46,7 @@ struct ses_target {
 	__u64 vmlist;          /* address of its luajit_bpf_vmlist, 0 unknown */
 	__u64 armed[NUPP_LJ_VMLIST_MAX]; /* g whose zone id the sampler reads, per slot */
 	double fast_until;     /* look for new VMs every SES_FAST_MS until then */
+	bool settled;          /* vmlist found and every VM in it armed: no fast looks */
 };
 
 struct nupp_session {
@@ -236,19 +237,27 @@ static void ses_count_pid(struct nupp_session *s, struct ses_target *t)
 }
 
 /* Makes the sampler read the zone id of every VM of t it knows and the trace channel
- * find them: reads the process's vmlist once. */
+ * find them: reads the process's vmlist once. Sets t->settled when every VM listed is
+ * armed: a VM opened later has its zone slot set by the sampler's vm_open program (from
+ * the same symbols that gave the vmlist), so t needs no more fast looks. */
 static void ses_arm_zones(struct nupp_session *s, struct ses_target *t)
 {
 	struct nupp_lj_vmlist vl;
+	bool all = true;
 	int i;
 
+	t->settled = false;
 	if (!t->vmlist) {
 		if (nupp_zones_find(s->zones, t->pid, t->binary[0] ? t->binary : NULL, &t->vmlist))
 			return;
 		if (s->tr)
 			nupp_trace_set_vmlist(s->tr, t->pid, t->vmlist);
 	}
-	if (!s->smp || nupp_zones_vmlist(s->zones, t->pid, &vl))
+	if (!s->smp) {
+		t->settled = true;
+		return;
+	}
+	if (nupp_zones_vmlist(s->zones, t->pid, &vl))
 		return;
 	for (i = 0; i < NUPP_LJ_VMLIST_MAX; i++) {
 		if (!vl.g[i] || t->armed[i] == vl.g[i])
@@ -256,7 +265,10 @@ static void ses_arm_zones(struct nupp_session *s, struct ses_target *t)
 		/* -ENOENT: the sampler has not seen this VM open yet; the next scan arms it. */
 		if (nupp_sampler_set_zone_addr(s->smp, t->pid, vl.g[i], nupp_zones_id_addr(s->zones, t->pid, i)) == 0)
 			t->armed[i] = vl.g[i];
+		else
+			all = false;
 	}
+	t->settled = all;
 }
 
 /* Attaches the channels to t's binary for t's pid (the VMs need not be open yet). */
@@ -739,7 +751,7 @@ static int ses_step(struct nupp_session *s, int timeout_ms)
 
 	now = ses_now();
 	for (i = 0; i < s->nt; i++)
-		fast |= s->t[i].fast_until > now;
+		fast |= s->t[i].fast_until > now && !s->t[i].settled;
 	/* Following processes without a sampler: their execs are read at least this often. */
 	if ((fast || s->frb) && timeout_ms > SES_FAST_MS)
 		timeout_ms = SES_FAST_MS;
