@@ -10,6 +10,9 @@
 #include <bpf/bpf_core_read.h>
 
 #include "nupp/sampler_abi.h"
+/* The process follower's programs, attached only when the session follows processes:
+ * in this object they cost no second read and parse of the kernel's BTF. */
+#include "follow.h"
 
 #define NUPP_WALK_READ(dst, sz, addr) bpf_probe_read_user((dst), (sz), (const void *)(unsigned long)(addr))
 /* The walker's frame cache: 16384 x 64 bytes per CPU, 2 ways a set, each CPU's in a row

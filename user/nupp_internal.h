@@ -66,10 +66,24 @@ int nupp_addrmap_read(struct nupp_addrmap *a, __u64 addr, void *buf, size_t len)
 /* -- Sampler (user/sampler.c): rings read with its own ------------------------ */
 
 struct nupp_sampler;
+struct nupp_sampler_opts;
 
 /* Reads the ring buffer map_fd in the sampler's polls too, each record handed to fn:
  * one wait for both, woken by either. 0 or -errno. */
 int nupp_smp_add_ring(struct nupp_sampler *s, int map_fd, int (*fn)(void *ctx, void *data, size_t size),
 		      void *ctx);
+
+/* nupp_sampler_open, its map of followed processes (tgid -> enum nupp_follow_value)
+ * being the map followed_fd (-1: its own), as a session shares it with the trace
+ * channel's tgid filter. */
+struct nupp_sampler *nupp_smp_open(const struct nupp_sampler_opts *opts, int followed_fd, int *err);
+/* Attaches the process follower built into the sampler's object (bpf/follow.h): forks,
+ * execs and exits of the processes in its map of followed processes, each event handed
+ * to fn in the sampler's polls; subprocesses: a child is profiled as its parent is, not
+ * only watched. Once; 0 or -errno. */
+int nupp_smp_follow(struct nupp_sampler *s, bool subprocesses, int (*fn)(void *ctx, void *data, size_t size),
+		    void *ctx);
+/* The fd of the sampler's map of followed processes. */
+int nupp_smp_followed_fd(struct nupp_sampler *s);
 
 #endif /* NUPP_INTERNAL_H */

@@ -65,6 +65,7 @@ struct nupp_sampler {
 	int pfd[SMP_MAX_CPUS];
 	struct bpf_link *plink[SMP_MAX_CPUS];
 	struct ring_buffer *rb;
+	struct bpf_link *flink[3]; /* the process follower's programs, once attached */
 	struct smp_target targets[NUPP_SMP_MAX_TARGETS];
 	int ntargets;
 	struct smp_attach attach[SMP_MAX_ATTACH];
@@ -309,6 +310,11 @@ static __u32 smp_walk_depth(const struct nupp_sampler *s)
 /* Loads the sampler and opens one CPU-clock event per online CPU. */
 struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int *err)
 {
+	return nupp_smp_open(opts, -1, err);
+}
+
+struct nupp_sampler *nupp_smp_open(const struct nupp_sampler_opts *opts, int followed_fd, int *err)
+{
 	struct nupp_sampler *s = calloc(1, sizeof(*s));
 	int cpus[SMP_MAX_CPUS], i, e = 0;
 	__u32 max_stacks;
@@ -367,6 +373,13 @@ struct nupp_sampler *nupp_sampler_open(const struct nupp_sampler_opts *opts, int
 	e = smp_size_fcache(s->skel);
 	if (e)
 		goto fail;
+	if (followed_fd >= 0) {
+		e = bpf_map__reuse_fd(s->skel->maps.fol_followed, followed_fd);
+		if (e) {
+			nupp_fail(e, "cannot share the map of followed processes with the sampler: %s", strerror(-e));
+			goto fail;
+		}
+	}
 	/* The USDT programs are attached per binary by nupp_sampler_watch/add_pid. */
 	e = sampler_bpf__load(s->skel);
 	if (e) {
@@ -604,6 +617,36 @@ int nupp_smp_add_ring(struct nupp_sampler *s, int map_fd, int (*fn)(void *ctx, v
 	int e = ring_buffer__add(s->rb, map_fd, fn, ctx);
 
 	return e ? nupp_fail(e, "cannot read a ring buffer with the sampler's: %s", strerror(-e)) : 0;
+}
+
+int nupp_smp_follow(struct nupp_sampler *s, bool subprocesses, int (*fn)(void *ctx, void *data, size_t size),
+		    void *ctx)
+{
+	struct bpf_program *progs[3] = { s->skel->progs.nupp_follow_fork, s->skel->progs.nupp_follow_exec,
+					 s->skel->progs.nupp_follow_exit };
+	int i, e;
+
+	if (s->flink[0])
+		return 0;
+	s->skel->bss->fol_subprocesses = subprocesses ? 1 : 0;
+	for (i = 0; i < 3; i++) {
+		s->flink[i] = bpf_program__attach(progs[i]);
+		if (!s->flink[i]) {
+			e = -errno;
+			while (i-- > 0) {
+				bpf_link__destroy(s->flink[i]);
+				s->flink[i] = NULL;
+			}
+			return nupp_fail(e, "cannot attach the process follower to sched_process_fork/exec/exit: %s",
+					 strerror(-e));
+		}
+	}
+	return nupp_smp_add_ring(s, bpf_map__fd(s->skel->maps.fol_events), fn, ctx);
+}
+
+int nupp_smp_followed_fd(struct nupp_sampler *s)
+{
+	return bpf_map__fd(s->skel->maps.fol_followed);
 }
 
 /* Services ring buffers (VM, trace and prototype lifetime events) for up to timeout_ms,
@@ -1692,6 +1735,8 @@ void nupp_sampler_close(struct nupp_sampler *s)
 	for (i = 0; i < s->nattach; i++)
 		for (j = 0; j < SMP_PROBES; j++)
 			bpf_link__destroy(s->attach[i].links[j]);
+	for (i = 0; i < 3; i++)
+		bpf_link__destroy(s->flink[i]);
 	ring_buffer__free(s->rb);
 	if (s->stk_nb) {
 		smp_stk_evict(s, -1, 0, true);

@@ -15,6 +15,7 @@
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
+#include <bpf/bpf.h>
 #include <bpf/libbpf.h>
 
 #include "nupp/nupp.h"
@@ -55,7 +56,9 @@ struct nupp_session {
 	struct nupp_sampler *smp;
 	struct nupp_trace *tr;
 	struct nupp_zones *zones;
-	struct follow_bpf *follow;
+	struct follow_bpf *follow; /* the follower alone, for a session without the sampler */
+	int fol_fd;                /* the map of followed processes both channels share, or -1 */
+	bool following;            /* forks and execs followed (the sampler's follower or follow) */
 	struct ring_buffer *frb;
 	struct ses_target t[SES_MAX_TARGETS];
 	int nt;
@@ -125,12 +128,12 @@ static void ses_open_one(void *arg, size_t i)
 						.lines = s->o.lines, .max_stacks = s->o.max_stacks,
 						.full_filenames = s->o.full_filenames };
 
-		s->smp = nupp_sampler_open(&so, &e);
+		s->smp = nupp_smp_open(&so, s->fol_fd, &e);
 	} else if (i == 1 && s->o.aborts) {
 		struct nupp_trace_opts to = { .sz = sizeof(to), .include_benign = s->o.include_benign,
 					      .max_sites = s->o.max_sites };
 
-		s->tr = nupp_trace_open(&to, &e);
+		s->tr = nupp_trace_open_shared(&to, s->fol_fd, &e);
 	}
 	op->err[i] = e;
 	/* The message is this thread's: handed to the opener's. */
@@ -160,6 +163,7 @@ struct nupp_session *nupp_session_open(const struct nupp_session_opts *opts, int
 		return NULL;
 	}
 	s->sock = -1;
+	s->fol_fd = -1;
 	s->o = *opts;
 	s->o.sz = sizeof(s->o);
 	/* Fields after target only when the caller's struct has them (older callers). */
@@ -185,6 +189,17 @@ struct nupp_session *nupp_session_open(const struct nupp_session_opts *opts, int
 	if (!s->zones) {
 		e = nupp_fail(-ENOMEM, "out of memory");
 		goto fail;
+	}
+	if (s->o.samples && s->o.aborts) {
+		/* The processes followed (if any are) are the trace channel's tgid filter: one
+		 * map, made first, so that both channels can load side by side. */
+		s->fol_fd = bpf_map_create(BPF_MAP_TYPE_HASH, "fol_followed", sizeof(__u32), sizeof(__u32),
+					   NUPP_FOLLOW_MAX_PROCS, NULL);
+		if (s->fol_fd < 0) {
+			e = nupp_fail(-errno, "cannot create the map of followed processes: %s (CAP_BPF is required)",
+				      strerror(errno));
+			goto fail;
+		}
 	}
 	{
 		struct ses_opening op = { .s = s };
@@ -281,7 +296,7 @@ static int ses_attach_binary(struct nupp_session *s, struct ses_target *t, bool 
 		 * watched; then the process, tolerating a VM not open yet (-ENOENT). */
 		/* A followed process tree: every process of the binary, watched once, so a child
 		 * that execs it costs no probe attach (vm_open ignores processes not added). */
-		e = nupp_sampler_watch(s->smp, t->binary, s->follow ? -1 : t->pid);
+		e = nupp_sampler_watch(s->smp, t->binary, s->following ? -1 : t->pid);
 		if (!e) {
 			/* A running process's samples are counted only once their zone ids are read. */
 			if (running)
@@ -299,7 +314,7 @@ static int ses_attach_binary(struct nupp_session *s, struct ses_target *t, bool 
 		/* Followed processes: the probes fire for every process of the binary and the
 		 * kernel's map of followed processes filters them, so a child's aborts count from
 		 * its first instruction, however short it lives. */
-		int te = nupp_trace_attach(s->tr, t->binary, s->follow ? -1 : t->pid);
+		int te = nupp_trace_attach(s->tr, t->binary, s->following ? -1 : t->pid);
 
 		if (!te && !t->vmlist)
 			ses_arm_zones(s, t);
@@ -324,53 +339,60 @@ static int ses_on_follow(void *ctx, void *data, size_t size);
 static int ses_follow(struct nupp_session *s, pid_t pid)
 {
 	__u32 key = (__u32)pid, value = NUPP_FOLLOW_PROFILED;
-	int e;
+	int e, fd;
 
-	if (!s->follow) {
-		s->follow = follow_bpf__open();
+	if (s->smp) {
+		/* The follower built into the sampler: no second parse of the kernel's BTF; its
+		 * events come in the sampler's polls, whose waits end at a fork or an exec. Its
+		 * map is the trace channel's tgid filter (made so at open). */
+		e = nupp_smp_follow(s->smp, s->o.subprocesses, ses_on_follow, s);
+		if (e)
+			return e;
+		if (s->tr)
+			nupp_trace_follow(s->tr);
+		fd = nupp_smp_followed_fd(s->smp);
+	} else {
 		if (!s->follow) {
-			e = -errno;
-			return nupp_fail(e, "cannot open the process follower: %s", strerror(-e));
-		}
-		s->follow->rodata->subprocesses = s->o.subprocesses;
-		/* Its map of followed processes is the trace channel's tgid filter. */
-		if (s->tr) {
-			int fd = nupp_trace_follow(s->tr);
+			s->follow = follow_bpf__open();
+			if (!s->follow) {
+				e = -errno;
+				return nupp_fail(e, "cannot open the process follower: %s", strerror(-e));
+			}
+			/* Its map of followed processes is the trace channel's tgid filter. */
+			if (s->tr) {
+				int tfd = nupp_trace_follow(s->tr);
 
-			e = fd < 0 ? fd : bpf_map__reuse_fd(s->follow->maps.followed, fd);
+				e = tfd < 0 ? tfd : bpf_map__reuse_fd(s->follow->maps.fol_followed, tfd);
+				if (e) {
+					follow_bpf__destroy(s->follow);
+					s->follow = NULL;
+					return nupp_fail(e, "cannot share the followed processes with the trace channel: %s",
+							 strerror(-e));
+				}
+			}
+			e = follow_bpf__load(s->follow);
 			if (e) {
 				follow_bpf__destroy(s->follow);
 				s->follow = NULL;
-				return nupp_fail(e, "cannot share the followed processes with the trace channel: %s",
-						 strerror(-e));
+				return nupp_fail(e, "cannot load the process follower: %s (CAP_BPF and CAP_PERFMON are "
+						 "required; the kernel needs BTF)", strerror(-e));
 			}
-		}
-		e = follow_bpf__load(s->follow);
-		if (e) {
-			follow_bpf__destroy(s->follow);
-			s->follow = NULL;
-			return nupp_fail(e, "cannot load the process follower: %s (CAP_BPF and CAP_PERFMON are "
-					 "required; the kernel needs BTF)", strerror(-e));
-		}
-		e = follow_bpf__attach(s->follow);
-		if (e)
-			return nupp_fail(e, "cannot attach the process follower to sched_process_fork/exec: %s",
-					 strerror(-e));
-		/* Read in the sampler's polls when there is one: its waits end at a fork or an
-		 * exec (else the wait would have to end every SES_FAST_MS to look). */
-		if (s->smp) {
-			e = nupp_smp_add_ring(s->smp, bpf_map__fd(s->follow->maps.events), ses_on_follow, s);
+			s->follow->bss->fol_subprocesses = s->o.subprocesses ? 1 : 0;
+			e = follow_bpf__attach(s->follow);
 			if (e)
-				return e;
-		} else {
-			s->frb = ring_buffer__new(bpf_map__fd(s->follow->maps.events), ses_on_follow, s, NULL);
+				return nupp_fail(e, "cannot attach the process follower to sched_process_fork/exec: %s",
+						 strerror(-e));
+			/* No sampler's polls to wake: read every SES_FAST_MS (ses_step). */
+			s->frb = ring_buffer__new(bpf_map__fd(s->follow->maps.fol_events), ses_on_follow, s, NULL);
 			if (!s->frb) {
 				e = -errno;
 				return nupp_fail(e, "cannot open the process follower's ring buffer: %s", strerror(-e));
 			}
 		}
+		fd = bpf_map__fd(s->follow->maps.fol_followed);
 	}
-	if (bpf_map__update_elem(s->follow->maps.followed, &key, sizeof(key), &value, sizeof(value), BPF_ANY))
+	s->following = true;
+	if (bpf_map_update_elem(fd, &key, &value, BPF_ANY))
 		return nupp_fail(-errno, "cannot follow PID %d: %s", (int)pid, strerror(errno));
 	return 0;
 }
@@ -1340,6 +1362,8 @@ static void ses_close_one(void *arg, size_t i)
 	} else {
 		ring_buffer__free(s->frb);
 		follow_bpf__destroy(s->follow);
+		if (s->fol_fd >= 0)
+			close(s->fol_fd);
 	}
 }
 

@@ -156,6 +156,11 @@ int nupp_trace_format_reason(const struct nupp_trace_key *k, char *buf, size_t s
 /* Loads the trace BPF programs. */
 struct nupp_trace *nupp_trace_open(const struct nupp_trace_opts *opts, int *err)
 {
+	return nupp_trace_open_shared(opts, -1, err);
+}
+
+struct nupp_trace *nupp_trace_open_shared(const struct nupp_trace_opts *opts, int tgids_fd, int *err)
+{
 	struct nupp_trace *t = calloc(1, sizeof(*t));
 	__u32 max_sites = NUPP_TRACE_MAX_SITES;
 	int e;
@@ -181,6 +186,14 @@ struct nupp_trace *nupp_trace_open(const struct nupp_trace_opts *opts, int *err)
 	if (e) {
 		nupp_fail(e, "cannot size the abort map to %u entries: %s", max_sites, strerror(-e));
 		goto fail;
+	}
+	if (tgids_fd >= 0) {
+		e = bpf_map__reuse_fd(t->skel->maps.tgids, tgids_fd);
+		if (e) {
+			nupp_fail(e, "cannot share the map of followed processes with the trace channel: %s",
+				  strerror(-e));
+			goto fail;
+		}
 	}
 	e = trace_bpf__load(t->skel);
 	if (e) {

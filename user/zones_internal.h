@@ -46,5 +46,9 @@ void nupp_trace_set_zones(struct nupp_trace *t, struct nupp_zones *z);
  * profiled (enum nupp_follow_value): returns that map's fd, which the session's process
  * follower shares, or -errno (user/trace.c). */
 int nupp_trace_follow(struct nupp_trace *t);
+/* nupp_trace_open, its map of tgids being the map tgids_fd (-1: its own): a session
+ * shares it with the sampler's process follower (user/trace.c). */
+struct nupp_trace_opts;
+struct nupp_trace *nupp_trace_open_shared(const struct nupp_trace_opts *opts, int tgids_fd, int *err);
 
 #endif /* NUPP_ZONES_INTERNAL_H */
