@@ -717,10 +717,20 @@ struct smp_row {
 	size_t size;                      /* of st */
 	struct smp_stk *held;
 	bool named_before; /* its name is held's, made in an earlier drain */
+	bool borrowed;     /* stack is held's name, not a copy: never freed by the row */
 	char *stack;
 	int lost_reason;
 	bool cut; /* named with a [truncated] root */
 };
+
+/* Lets go of r's name (freed when it is the row's own). */
+static void smp_row_unname(struct smp_row *r)
+{
+	if (!r->borrowed)
+		free(r->stack);
+	r->stack = NULL;
+	r->borrowed = false;
+}
 
 /* Samples of a count. */
 static __u64 smp_total(const struct nupp_smp_count *c)
@@ -836,8 +846,7 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 	char *str;
 	int n, e, keep;
 
-	free(r->stack);
-	r->stack = NULL;
+	smp_row_unname(r);
 	r->named_before = false;
 	r->lost_reason = NUPP_LOST_SYMBOLIZE;
 	r->cut = (r->st->flags & NUPP_SMP_F_CUT) != 0;
@@ -956,10 +965,9 @@ static int smp_name_held(struct smp_row *r, unsigned long long table)
 
 	if (!c || !c->name || c->name_tgid != r->key.tgid || c->name_table != table)
 		return 0;
-	free(r->stack);
-	r->stack = strdup(c->name);
-	if (!r->stack)
-		return 0;
+	smp_row_unname(r);
+	r->stack = c->name; /* read until the rows are added: no later name replaces it sooner */
+	r->borrowed = true;
 	r->cut = c->name_cut;
 	r->lost_reason = 0;
 	r->named_before = true;
@@ -981,14 +989,25 @@ static void smp_stk_name(struct smp_stk *c, const char *name, __u32 tgid, bool c
 	c->name_table = table;
 }
 
-/* Keeps the names this drain gave with their records, for later drains. */
+/* Keeps the names this drain gave with their records, for later drains: each row's own
+ * name moves to its record (the row borrows it back). After the rows are added: a name
+ * a record gives up may be one that rows borrowed. */
 static void smp_hold_names(struct smp_row *rows, size_t n, unsigned long long table)
 {
+	struct smp_row *r;
 	size_t j;
 
-	for (j = 0; j < n; j++)
-		if (rows[j].stack && rows[j].held && !rows[j].named_before)
-			smp_stk_name(rows[j].held, rows[j].stack, rows[j].key.tgid, rows[j].cut, table);
+	for (j = 0; j < n; j++) {
+		r = &rows[j];
+		if (!r->stack || !r->held || r->named_before || r->borrowed)
+			continue;
+		free(r->held->name);
+		r->held->name = r->stack;
+		r->held->name_tgid = r->key.tgid;
+		r->held->name_cut = r->cut;
+		r->held->name_table = table;
+		r->borrowed = true;
+	}
 }
 
 /* Names the rows of one drain. A name read from the target is proven by the events read
@@ -1060,8 +1079,7 @@ static void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n
 
 		for (j = 0; j < n; j++)
 			if (rows[j].key.tgid == (__u32)t->pid && (all || rows[j].lost_reason == SMP_ROW_WAIT)) {
-				free(rows[j].stack);
-				rows[j].stack = NULL;
+				smp_row_unname(&rows[j]);
 				rows[j].lost_reason = NUPP_LOST_SYMBOLIZE;
 			}
 	}
@@ -1576,7 +1594,6 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		if (s->targets[i].sym)
 			nupp_sym_set_frames(s->targets[i].sym, &out->frames);
 	smp_name_rows(s, rows, nrows, &out->frames);
-	smp_hold_names(rows, nrows, out->frames.id);
 	for (i = 0; i < (size_t)s->ntargets; i++)
 		if (s->targets[i].sym && nupp_sym_set_frames(s->targets[i].sym, NULL))
 			e = -ENOMEM;
@@ -1589,6 +1606,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		if (e)
 			goto out;
 	}
+	smp_hold_names(rows, nrows, out->frames.id);
 	e = smp_host_rows(s, hkeys, hvals, nhosts, out);
 	if (e)
 		goto out;
@@ -1615,7 +1633,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	}
 out:
 	for (i = 0; rows && i < nrows; i++)
-		free(rows[i].stack);
+		smp_row_unname(&rows[i]);
 	free(rows);
 	free(vals);
 	free(keys);
