@@ -100,7 +100,9 @@ static size_t agg_slot(const struct nupp_sample_set *s, pid_t pid, pid_t tid, co
 	for (i = h & m; s->index[i]; i = (i + 1) & m) {
 		const struct nupp_sample_row *r = &s->rows[s->index[i] - 1];
 
-		if (r->pid == pid && r->tid == tid && r->stack && strcmp(r->stack, stack) == 0 &&
+		/* Every indexed row's hash is known: long stacks are compared only on a match. */
+		if (s->hashes[s->index[i] - 1] == h && r->pid == pid && r->tid == tid && r->stack &&
+		    strcmp(r->stack, stack) == 0 &&
 		    strcmp(r->zone_path, zone) == 0)
 			break;
 	}

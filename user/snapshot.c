@@ -489,8 +489,8 @@ static void tr_decode_snap(struct nupp_traces *t, struct tr_dec *d, __u32 mapofs
 	const struct nupp_lj_layout *lo = &t->lo;
 	const __u32 *map = d->map;
 	__u64 kgc[256], knum[256];
-	__u8 isframe[256] = { 0 }, isk[256] = { 0 };
-	__u32 i, s;
+	__u8 isframe[256], isk[256];
+	__u32 i, s, top = 1;
 
 	sn->ok = 0;
 	sn->nfr = 0;
@@ -501,6 +501,13 @@ static void tr_decode_snap(struct nupp_traces *t, struct tr_dec *d, __u32 mapofs
 	memcpy(&sn->pc, &map[mapofs + nent], 8);
 	sn->depth = (__u8)sn->pc;
 	sn->pc >>= 8;
+	/* Slots up to the highest one named are looked at (a trace's snapshots are many,
+	 * most of them a few slots deep). */
+	for (i = 0; i < nent; i++)
+		if (map[mapofs + i] >> 24 > top)
+			top = map[mapofs + i] >> 24;
+	memset(isframe, 0, top + 1);
+	memset(isk, 0, top + 1);
 	for (i = 0; i < nent; i++) {
 		__u32 e = map[mapofs + i], ref = e & 0xffff;
 		__u8 op = 0;
@@ -526,7 +533,7 @@ static void tr_decode_snap(struct nupp_traces *t, struct tr_dec *d, __u32 mapofs
 		if (tr_func(t, d, kgc[0], &f0) == 0 && f0.kind == NUPP_SMP_LUA)
 			sn->startpt = f0.ptr;
 	}
-	for (s = 2; s < 256; s++) {
+	for (s = 2; s <= top; s++) {
 		struct tr_frame *fr;
 
 		if (!isframe[s])
