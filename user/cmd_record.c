@@ -15,6 +15,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/epoll.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -31,6 +32,8 @@
 #include "cli.h"
 
 #define RECORD_DRAIN_MS 500 /* count and name what was sampled, at this period */
+#define RECORD_WAIT_MS 1000 /* longest wait for events (the session wakes for its drains) */
+#define RECORD_STEP_MS 50   /* the wait without a wake fd, to see the target's exit */
 
 #define RECORD_MAX_OUTPUTS 8
 
@@ -60,6 +63,8 @@ static volatile sig_atomic_t record_stop_sig;
 static bool record_started; /* recording began: a later failure is not doctor's business */
 static volatile sig_atomic_t record_written; /* the outputs are written: a second Ctrl-C exits 0 */
 static volatile pid_t record_child;          /* the command started, interrupted with us */
+static int record_sigpipe = -1;              /* written by a stop signal: ends the wait at once */
+static int record_sigpipe_in = -1;           /* its read end */
 
 /* Prints record's usage. */
 static void record_usage(FILE *f)
@@ -337,6 +342,39 @@ static void record_on_signal(int sig)
 		_exit(record_written ? 0 : 130);
 	}
 	record_stop_sig = sig;
+	if (record_sigpipe >= 0 && write(record_sigpipe, "s", 1) < 0) {
+	}
+}
+
+/* The fd record waits on besides the session's events: an epoll set of a pipe that the
+ * stop signals write and of pidfd (the target's, -1: none), so that it wakes for those at
+ * once and sleeps otherwise; -1 when it cannot be made (then it waits in short steps). */
+static int record_wake_fd(int pidfd)
+{
+	struct epoll_event ev = { .events = EPOLLIN };
+	int p[2], ep;
+
+	ep = epoll_create1(EPOLL_CLOEXEC);
+	if (ep < 0)
+		return -1;
+	if (pipe2(p, O_CLOEXEC | O_NONBLOCK) == 0) {
+		ev.data.fd = p[0];
+		if (epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev) == 0) {
+			record_sigpipe = p[1];
+			record_sigpipe_in = p[0];
+			if (record_stop_sig && write(p[1], "s", 1) < 0) {
+			}
+		} else {
+			close(p[0]);
+			close(p[1]);
+		}
+	}
+	ev.data.fd = pidfd;
+	if (record_sigpipe < 0 || (pidfd >= 0 && epoll_ctl(ep, EPOLL_CTL_ADD, pidfd, &ev))) {
+		close(ep);
+		return -1;
+	}
+	return ep;
 }
 
 /* Installs the stop handlers (no SA_RESTART, so poll returns at once). */
@@ -731,7 +769,7 @@ static int record_run(int argc, char **argv)
 	struct nupp_session *ses = NULL;
 	struct nupp_profile *prof = NULL;
 	char *cmdline = NULL, *target = NULL;
-	int ret = 1, err = 0, gate = -1, pidfd = -1, status = 0, i;
+	int ret = 1, err = 0, gate = -1, pidfd = -1, status = 0, wake = -1, i;
 	bool child_done = false, killed_by_us = false, to_stdout = false, status_line;
 	bool failed[RECORD_MAX_OUTPUTS + 1] = { 0 };
 	double t0, next_status, start_cpu = 0, cpu_u, cpu_s;
@@ -817,6 +855,12 @@ static int record_run(int argc, char **argv)
 		}
 		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
 	}
+	/* A command's exit wakes the wait too (its status is still taken with waitpid). */
+	if (o.cmd)
+		pidfd = (int)syscall(SYS_pidfd_open, pid, 0);
+	wake = record_wake_fd(pidfd);
+	if (wake >= 0)
+		nupp_session_wake_fd(ses, wake);
 	record_started = true;
 	start_cpu = record_cpu(&cpu_u, &cpu_s);
 	if (!o.quiet)
@@ -833,21 +877,31 @@ static int record_run(int argc, char **argv)
 		gate = -1;
 	}
 	while (!record_stop_sig) {
-		err = nupp_session_poll(ses, pidfd >= 0 ? 0 : 50);
+		/* Asleep until an event, a drain, the target's exit or a signal (the wake fd);
+		 * without it, in steps of RECORD_STEP_MS. */
+		double now = record_now();
+		int wait_ms = wake >= 0 && pidfd >= 0 ? RECORD_WAIT_MS : RECORD_STEP_MS;
+
+		if (o.duration > 0 && (t0 + o.duration - now) * 1000 < wait_ms)
+			wait_ms = t0 + o.duration > now ? (int)((t0 + o.duration - now) * 1000) + 1 : 0;
+		if (status_line && (next_status - now) * 1000 < wait_ms)
+			wait_ms = next_status > now ? (int)((next_status - now) * 1000) + 1 : 0;
+		err = nupp_session_poll(ses, wait_ms);
 		if (err < 0 && err != -EINTR) {
 			cli_error("sampling failed: %s", nupp_errmsg());
 			break;
 		}
-		if (pidfd >= 0) {
+		if (o.cmd) {
+			if (waitpid(pid, &status, WNOHANG) == pid) {
+				child_done = true;
+				break;
+			}
+		} else if (pidfd >= 0) {
 			struct pollfd p = { .fd = pidfd, .events = POLLIN };
 
-			if (poll(&p, 1, 50) > 0)
+			if (poll(&p, 1, 0) > 0)
 				break; /* the target exited */
 		} else if (o.pid && kill(o.pid, 0) && errno == ESRCH) {
-			break;
-		}
-		if (o.cmd && waitpid(pid, &status, WNOHANG) == pid) {
-			child_done = true;
 			break;
 		}
 		if (o.duration > 0 && record_now() - t0 >= o.duration)
@@ -922,6 +976,18 @@ static int record_run(int argc, char **argv)
 out:
 	if (pidfd >= 0)
 		close(pidfd);
+	if (wake >= 0) {
+		nupp_session_wake_fd(ses, -1);
+		close(wake);
+	}
+	if (record_sigpipe >= 0) {
+		int w = record_sigpipe;
+
+		record_sigpipe = -1; /* a later signal writes nothing */
+		close(w);
+		close(record_sigpipe_in);
+		record_sigpipe_in = -1;
+	}
 	/* The probes are detached by a closer process after we exit: this one then exits at
 	 * once (its own closes only drop references). */
 	if (ses)

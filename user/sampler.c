@@ -644,6 +644,11 @@ int nupp_smp_follow(struct nupp_sampler *s, bool subprocesses, int (*fn)(void *c
 	return nupp_smp_add_ring(s, bpf_map__fd(s->skel->maps.fol_events), fn, ctx);
 }
 
+int nupp_smp_epoll_fd(struct nupp_sampler *s)
+{
+	return ring_buffer__epoll_fd(s->rb);
+}
+
 int nupp_smp_followed_fd(struct nupp_sampler *s)
 {
 	return bpf_map__fd(s->skel->maps.fol_followed);

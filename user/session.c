@@ -58,6 +58,7 @@ struct nupp_session {
 	struct nupp_zones *zones;
 	struct follow_bpf *follow; /* the follower alone, for a session without the sampler */
 	int fol_fd;                /* the map of followed processes both channels share, or -1 */
+	int wake_fd;               /* nupp_session_wake_fd's, or -1 */
 	bool following;            /* forks and execs followed (the sampler's follower or follow) */
 	struct ring_buffer *frb;
 	struct ses_target t[SES_MAX_TARGETS];
@@ -164,6 +165,7 @@ struct nupp_session *nupp_session_open(const struct nupp_session_opts *opts, int
 	}
 	s->sock = -1;
 	s->fol_fd = -1;
+	s->wake_fd = -1;
 	s->o = *opts;
 	s->o.sz = sizeof(s->o);
 	/* Fields after target only when the caller's struct has them (older callers). */
@@ -777,7 +779,18 @@ static int ses_step(struct nupp_session *s, int timeout_ms)
 	/* Following processes without a sampler: their execs are read at least this often. */
 	if ((fast || s->frb) && timeout_ms > SES_FAST_MS)
 		timeout_ms = SES_FAST_MS;
-	if (s->smp)
+	/* Not past the next drain. */
+	if (timeout_ms > 0 && (s->next_drain - now) * 1000 < timeout_ms)
+		timeout_ms = s->next_drain > now ? (int)((s->next_drain - now) * 1000) + 1 : 0;
+	if (s->smp && s->wake_fd >= 0 && timeout_ms > 0) {
+		/* The caller's fd ends the wait too; the rings are read after. */
+		struct pollfd p[2] = { { .fd = nupp_smp_epoll_fd(s->smp), .events = POLLIN },
+				       { .fd = s->wake_fd, .events = POLLIN } };
+
+		if (poll(p, 2, timeout_ms) < 0 && errno != EINTR)
+			return nupp_fail(-errno, "cannot wait for events: %s", strerror(errno));
+		e = nupp_sampler_poll(s->smp, 0);
+	} else if (s->smp)
 		e = nupp_sampler_poll(s->smp, timeout_ms);
 	else if (timeout_ms > 0)
 		usleep((useconds_t)timeout_ms * 1000);
@@ -1202,6 +1215,14 @@ int nupp_session_poll(struct nupp_session *s, int timeout_ms)
 	if (!s->started)
 		nupp_session_start(s);
 	return ses_step(s, timeout_ms);
+}
+
+int nupp_session_wake_fd(struct nupp_session *s, int fd)
+{
+	if (s->o.background)
+		return nupp_fail(-EINVAL, "nupp_session_wake_fd: a background session polls in its helper");
+	s->wake_fd = fd;
+	return 0;
 }
 
 /* Pauses or resumes recording (the BPF programs' flags: shared with a helper). */

@@ -160,6 +160,11 @@ int nupp_session_start(struct nupp_session *s);
 /* Reads events and, at the drain cadence, counts (foreground sessions), for at most
  * timeout_ms. 0 or -errno. */
 int nupp_session_poll(struct nupp_session *s, int timeout_ms);
+/* Makes nupp_session_poll also return as soon as fd is readable (a pidfd of the target,
+ * a pipe a signal handler writes, or an epoll set of such): a caller that waits for those
+ * can then pass a long timeout, and the session wakes only for its events and drains.
+ * -1: none (the default). 0 or -errno. */
+int nupp_session_wake_fd(struct nupp_session *s, int fd);
 /* Pauses (true) or resumes (false) recording; the timer keeps firing, one test per
  * sample, and the probes stay attached. */
 int nupp_session_pause(struct nupp_session *s, bool paused);
