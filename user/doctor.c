@@ -622,13 +622,21 @@ static void doctor_memlock(struct doctor *d)
 			   "RLIMIT_MEMLOCK %s; whether BPF maps count against it is not tried (see BPF programs)", lim);
 		return;
 	}
+	/* A hash map without preallocation: a kernel that charges BPF maps to the limit
+	 * charges its full nominal size at creation, one that charges the memory cgroup only
+	 * what it allocates (its buckets, 64 KiB): the same answer without zeroing the size
+	 * of the limit. */
 	bytes = rl.rlim_cur + (1 << 20);
-	fd = bpf_map_create(BPF_MAP_TYPE_ARRAY, "nupp_memlock", 4, 4096, (__u32)(bytes / 4096), NULL);
+	{
+		LIBBPF_OPTS(bpf_map_create_opts, mo, .map_flags = BPF_F_NO_PREALLOC);
+
+		fd = bpf_map_create(BPF_MAP_TYPE_HASH, "nupp_memlock", 4, 4096, (__u32)(bytes / 4096), &mo);
+	}
 	if (fd >= 0) {
 		close(fd);
 		doctor_set(d, NUPP_CHECK_MEMLOCK, NUPP_CHECK_OK, 0,
-			   "RLIMIT_MEMLOCK %s does not bind: a %llu KiB BPF map was created (BPF memory is charged "
-			   "to the memory cgroup)",
+			   "RLIMIT_MEMLOCK %s does not bind: a BPF map of %llu KiB was created (BPF memory is "
+			   "charged to the memory cgroup)",
 			   lim, (unsigned long long)bytes / 1024);
 		return;
 	}
