@@ -990,7 +990,8 @@ int nupp_smp_proc_set(struct nupp_smp_proc_set *a)
 }
 
 /* Prototype events do not wake the reader (a wake-up per event would cost the target
- * more than the event), which reads them every 50 ms, unless 1 MB waits unread. */
+ * more than the event), which reads them at its drains and other wake-ups, unless 1 MB
+ * waits unread. */
 static __always_inline __u64 smp_proto_wakeup(void)
 {
 	return bpf_ringbuf_query(&events, BPF_RB_AVAIL_DATA) > (1u << 20) ? BPF_RB_FORCE_WAKEUP : BPF_RB_NO_WAKEUP;

@@ -63,7 +63,7 @@ static volatile sig_atomic_t record_stop_sig;
 static bool record_started; /* recording began: a later failure is not doctor's business */
 static volatile sig_atomic_t record_written; /* the outputs are written: a second Ctrl-C exits 0 */
 static volatile pid_t record_child;          /* the command started, interrupted with us */
-static int record_sigpipe = -1;              /* written by a stop signal: ends the wait at once */
+static volatile sig_atomic_t record_sigpipe = -1; /* written by a stop signal: ends the wait */
 static int record_sigpipe_in = -1;           /* its read end */
 
 /* Prints record's usage. */
@@ -342,7 +342,12 @@ static void record_on_signal(int sig)
 		_exit(record_written ? 0 : 130);
 	}
 	record_stop_sig = sig;
-	if (record_sigpipe >= 0 && write(record_sigpipe, "s", 1) < 0) {
+	if (record_sigpipe >= 0) {
+		int saved = errno; /* the interrupted code may be about to read it */
+
+		if (write(record_sigpipe, "s", 1) < 0) {
+		}
+		errno = saved;
 	}
 }
 

@@ -83,6 +83,9 @@ struct nupp_sampler *nupp_smp_open(const struct nupp_sampler_opts *opts, int fol
  * only watched. Once; 0 or -errno. */
 int nupp_smp_follow(struct nupp_sampler *s, bool subprocesses, int (*fn)(void *ctx, void *data, size_t size),
 		    void *ctx);
+/* Whether the sampler's vm_open program, attached to binary, sets a new VM's zone slot
+ * itself (the binary's symbols gave it the distance from the layout to the vmlist). */
+bool nupp_smp_zone_slots(struct nupp_sampler *s, const char *binary);
 /* The epoll fd of the sampler's ring buffers (readable when an event woke it). */
 int nupp_smp_epoll_fd(struct nupp_sampler *s);
 /* The fd of the sampler's map of followed processes. */

@@ -55,6 +55,7 @@ struct smp_target {
 struct smp_attach {
 	char binary[512];
 	pid_t pid;
+	__u64 cookie; /* vm_open's: &luajit_bpf_vmlist - &luajit_bpf_layout, 0 unknown */
 	struct bpf_link *links[SMP_PROBES];
 };
 
@@ -66,6 +67,7 @@ struct nupp_sampler {
 	struct bpf_link *plink[SMP_MAX_CPUS];
 	struct ring_buffer *rb;
 	struct bpf_link *flink[3]; /* the process follower's programs, once attached */
+	bool fol_ring;             /* its ring buffer is read with the sampler's */
 	struct smp_target targets[NUPP_SMP_MAX_TARGETS];
 	int ntargets;
 	struct smp_attach attach[SMP_MAX_ATTACH];
@@ -448,17 +450,18 @@ static int smp_attach_probes(struct nupp_sampler *s, const char *binary, pid_t p
 	struct smp_attach *a;
 	int i, e;
 
-	/* vm_open finds a new VM's zone slot from &luajit_bpf_layout and its cookie. */
-	vm_open_opts.usdt_cookie = nupp_vm_vmlist_cookie(binary);
 	for (i = 0; i < s->nattach; i++)
 		if (strcmp(s->attach[i].binary, binary) == 0 && (s->attach[i].pid == -1 || s->attach[i].pid == pid))
 			return 0;
+	/* vm_open finds a new VM's zone slot from &luajit_bpf_layout and its cookie. */
+	vm_open_opts.usdt_cookie = nupp_vm_vmlist_cookie(binary);
 	if (s->nattach == SMP_MAX_ATTACH)
 		return nupp_fail(-ENOSPC, "too many watched binaries (%d)", SMP_MAX_ATTACH);
 	a = &s->attach[s->nattach];
 	memset(a, 0, sizeof(*a));
 	snprintf(a->binary, sizeof(a->binary), "%s", binary);
 	a->pid = pid;
+	a->cookie = vm_open_opts.usdt_cookie;
 	for (i = 0; i < SMP_PROBES; i++) {
 		a->links[i] = bpf_program__attach_usdt(progs[i], pid, binary, "luajit", names[i],
 						       progs[i] == s->skel->progs.nupp_smp_vm_open ? &vm_open_opts : NULL);
@@ -629,6 +632,13 @@ int nupp_smp_follow(struct nupp_sampler *s, bool subprocesses, int (*fn)(void *c
 	if (s->flink[0])
 		return 0;
 	s->skel->bss->fol_subprocesses = subprocesses ? 1 : 0;
+	/* Its ring first: programs attached are then always read (a failure leaves none). */
+	if (!s->fol_ring) {
+		e = nupp_smp_add_ring(s, bpf_map__fd(s->skel->maps.fol_events), fn, ctx);
+		if (e)
+			return e;
+		s->fol_ring = true;
+	}
 	for (i = 0; i < 3; i++) {
 		s->flink[i] = bpf_program__attach(progs[i]);
 		if (!s->flink[i]) {
@@ -641,7 +651,17 @@ int nupp_smp_follow(struct nupp_sampler *s, bool subprocesses, int (*fn)(void *c
 					 strerror(-e));
 		}
 	}
-	return nupp_smp_add_ring(s, bpf_map__fd(s->skel->maps.fol_events), fn, ctx);
+	return 0;
+}
+
+bool nupp_smp_zone_slots(struct nupp_sampler *s, const char *binary)
+{
+	int i;
+
+	for (i = 0; i < s->nattach; i++)
+		if (strcmp(s->attach[i].binary, binary) == 0 && s->attach[i].cookie)
+			return true;
+	return false;
 }
 
 int nupp_smp_epoll_fd(struct nupp_sampler *s)

@@ -255,8 +255,8 @@ static void ses_count_pid(struct nupp_session *s, struct ses_target *t)
 
 /* Makes the sampler read the zone id of every VM of t it knows and the trace channel
  * find them: reads the process's vmlist once. Sets t->settled when every VM listed is
- * armed: a VM opened later has its zone slot set by the sampler's vm_open program (from
- * the same symbols that gave the vmlist), so t needs no more fast looks. */
+ * armed and a VM opened later has its zone slot set by the sampler's vm_open program, so
+ * t needs no more fast looks. */
 static void ses_arm_zones(struct nupp_session *s, struct ses_target *t)
 {
 	struct nupp_lj_vmlist vl;
@@ -274,6 +274,9 @@ static void ses_arm_zones(struct nupp_session *s, struct ses_target *t)
 		t->settled = true;
 		return;
 	}
+	/* A VM opened later is armed by the sampler only if its vm_open knows the way. */
+	if (!nupp_smp_zone_slots(s->smp, t->binary))
+		all = false;
 	if (nupp_zones_vmlist(s->zones, t->pid, &vl))
 		return;
 	for (i = 0; i < NUPP_LJ_VMLIST_MAX; i++) {
@@ -790,9 +793,14 @@ static int ses_step(struct nupp_session *s, int timeout_ms)
 		if (poll(p, 2, timeout_ms) < 0 && errno != EINTR)
 			return nupp_fail(-errno, "cannot wait for events: %s", strerror(errno));
 		e = nupp_sampler_poll(s->smp, 0);
-	} else if (s->smp)
+	} else if (s->smp) {
 		e = nupp_sampler_poll(s->smp, timeout_ms);
-	else if (timeout_ms > 0)
+	} else if (s->wake_fd >= 0 && timeout_ms > 0) {
+		struct pollfd p = { .fd = s->wake_fd, .events = POLLIN };
+
+		if (poll(&p, 1, timeout_ms) < 0 && errno != EINTR)
+			return nupp_fail(-errno, "cannot wait for events: %s", strerror(errno));
+	} else if (timeout_ms > 0)
 		usleep((useconds_t)timeout_ms * 1000);
 	if (e < 0 && e != -EINTR)
 		return e;
