@@ -24,6 +24,9 @@
 # 1.34x, one CPU shared by two runs by 0.7 %), and nupp-bpf competes with neither. The
 # wall ratio then measures little (each runs half the time); the target CPU ratio is the
 # figure.
+# BASE_NUPP=PATH (another build's nupp-bpf) adds to each pair a profiled run by that
+# binary, one after the other with this one's (alternating which goes first), and a
+# column with its own CPU: two builds of nupp-bpf compared in the same minutes.
 # usage: sudo tests/bench/bench_luacheck.sh [PAIRS] [FILES]   (from a built tree: build/)
 #        sudo LOAD=busy tests/bench/bench_luacheck.sh 5
 #        sudo TWIN=1 tests/bench/bench_luacheck.sh 5
@@ -38,6 +41,9 @@ FILES=${2:-600}
 LOAD=${LOAD:-quiet}
 TWIN=${TWIN:-0}
 ARGS=${ARGS:-}
+BASE_NUPP=${BASE_NUPP:-}
+[ -z "$BASE_NUPP" ] || [ -x "$BASE_NUPP" ] || { echo "bench: BASE_NUPP $BASE_NUPP is not executable" >&2; exit 1; }
+[ -z "$BASE_NUPP" ] || [ "$TWIN" = 0 ] || { echo "bench: BASE_NUPP runs without TWIN" >&2; exit 1; }
 [ "$TWIN" = 0 ] || [ "$LOAD" = quiet ] || { echo "bench: TWIN runs without LOAD=busy" >&2; exit 1; }
 RUN="$top/tests/bench/workloads/luacheck_run.lua"
 [ "$(id -u)" = 0 ] || { echo "bench: run as root" >&2; exit 1; }
@@ -84,6 +90,13 @@ prof_run() {
     $(cat "$tmp/files") >/dev/null 2>"$tmp/prof.err" || true
 }
 
+# The same with BASE_NUPP (its own CPU only).
+bprof_run() {
+  "$BASE_NUPP" -v record -F 997 $ARGS -o "$tmp/pb.json" -- "$LJ" "$RUN" --no-cache \
+    $(cat "$tmp/files") >/dev/null 2>"$tmp/bprof.err" || true
+  grep -q 'nupp-bpf: wrote' "$tmp/bprof.err" || { grep -v 'drain:\|walk lost\|not named\|prototype event' "$tmp/bprof.err" >&2; exit 1; }
+}
+
 checked() {
   grep -q '^elapsed ' "$tmp/base.err" || { cat "$tmp/base.err" >&2; exit 1; }
   grep -q '^elapsed ' "$tmp/prof.err" && grep -q 'nupp-bpf: wrote' "$tmp/prof.err" ||
@@ -99,6 +112,9 @@ for i in $(seq "$PAIRS"); do
     base_run & b=$!
     prof_run & p=$!
     wait "$b" "$p"
+  elif [ -n "$BASE_NUPP" ]; then
+    # The two builds' profiled runs next to each other, in turns.
+    if [ $((i % 2)) = 1 ]; then base; prof; bprof_run; else bprof_run; prof; base; fi
   elif [ $((i % 2)) = 1 ]; then base; prof; else prof; base; fi
   checked
   wall=$(awk -v a="$(val elapsed "$tmp/prof.err")" -v b="$(val elapsed "$tmp/base.err")" 'BEGIN {print a / b}')
@@ -109,11 +125,15 @@ for i in $(seq "$PAIRS"); do
               gsub(/[^0-9]/, "", l); print l / (s + l) * 100}' "$tmp/prof.err")
   reads=$(awk '/process_vm_readv calls/ {print $(NF)}' "$tmp/prof.err" | sed 's,/s,,')
   tratio=$(awk -v a="$tcpu" -v b="$(val cpu "$tmp/base.err")" 'BEGIN {print a / b}')
+  bcpu=nan
+  [ -z "$BASE_NUPP" ] ||
+    bcpu=$(awk -v t="$(val cpu "$tmp/bprof.err")" '/nupp-bpf: own CPU/ {print $4 / t * 100}' "$tmp/bprof.err")
   echo "$wall $ncpu $lost $reads $(val nvcsw "$tmp/base.err") $(val nvcsw "$tmp/prof.err") \
-$(val elapsed "$tmp/base.err") $tratio $acpu" >>"$tmp/rows"
+$(val elapsed "$tmp/base.err") $tratio $acpu $bcpu" >>"$tmp/rows"
   echo "pair $i: wall x$wall, target CPU x$tratio, nupp-bpf CPU $ncpu % of the target's (all - target $acpu %)," \
     "lost $lost %," \
-    "$reads reads/s, nvcsw $(val nvcsw "$tmp/base.err") -> $(val nvcsw "$tmp/prof.err")" >&2
+    "$reads reads/s, nvcsw $(val nvcsw "$tmp/base.err") -> $(val nvcsw "$tmp/prof.err")" \
+    "${BASE_NUPP:+, BASE_NUPP CPU $bcpu %}" >&2
   grep -E 'nupp-bpf: (wrote|warning)' "$tmp/prof.err" | sed 's/^/  /' >&2
 done
 
@@ -126,3 +146,8 @@ printf '%-12s %-12s %-12s %-16s %-10s %-12s %-10s %-14s %-12s\n' "wall ratio" "t
   "all - target %" "lost %" "reads/s" "nvcsw base" "nvcsw profiled" "base wall s"
 printf '%-12.3f %-12.3f %-12.2f %-16.2f %-10.3f %-12.0f %-10.0f %-14.0f %-12.2f\n' "$(col 1)" "$(col 8)" \
   "$(col 2)" "$(col 9)" "$(col 3)" "$(col 4)" "$(col 5)" "$(col 6)" "$(col 7)"
+if [ -n "$BASE_NUPP" ]; then
+  span() { awk -v c="$1" '{print $c}' "$tmp/rows" | sort -g | awk '{a[NR]=$1} END {printf "%.2f-%.2f", a[1], a[NR]}'; }
+  printf 'nupp CPU %%, the same pairs: this build %.2f (%s), BASE_NUPP %.2f (%s) (%s)\n' "$(col 2)" "$(span 2)" \
+    "$(col 10)" "$(span 10)" "$BASE_NUPP"
+fi
