@@ -351,6 +351,14 @@ static void record_on_signal(int sig)
 	}
 }
 
+/* wait_ms, or less: no later than time until (now being now). */
+static int record_wait_until(int wait_ms, double until, double now)
+{
+	if ((until - now) * 1000 >= wait_ms)
+		return wait_ms;
+	return until > now ? (int)((until - now) * 1000) + 1 : 0;
+}
+
 /* The fd record waits on besides the session's events: an epoll set of a pipe that the
  * stop signals write and of pidfd (the target's, -1: none), so that it wakes for those at
  * once and sleeps otherwise; -1 when it cannot be made (then it waits in short steps). */
@@ -887,10 +895,10 @@ static int record_run(int argc, char **argv)
 		double now = record_now();
 		int wait_ms = wake >= 0 && pidfd >= 0 ? RECORD_WAIT_MS : RECORD_STEP_MS;
 
-		if (o.duration > 0 && (t0 + o.duration - now) * 1000 < wait_ms)
-			wait_ms = t0 + o.duration > now ? (int)((t0 + o.duration - now) * 1000) + 1 : 0;
-		if (status_line && (next_status - now) * 1000 < wait_ms)
-			wait_ms = next_status > now ? (int)((next_status - now) * 1000) + 1 : 0;
+		if (o.duration > 0)
+			wait_ms = record_wait_until(wait_ms, t0 + o.duration, now);
+		if (status_line)
+			wait_ms = record_wait_until(wait_ms, next_status, now);
 		err = nupp_session_poll(ses, wait_ms);
 		if (err < 0 && err != -EINTR) {
 			cli_error("sampling failed: %s", nupp_errmsg());

@@ -52,6 +52,9 @@ struct smp_target {
 };
 
 /* USDT probes attached for one (binary, pid). */
+/* The process follower's programs (bpf/follow.h): fork, exec, exit. */
+#define SMP_FOL_PROGS 3
+
 struct smp_attach {
 	char binary[512];
 	pid_t pid;
@@ -66,7 +69,7 @@ struct nupp_sampler {
 	int pfd[SMP_MAX_CPUS];
 	struct bpf_link *plink[SMP_MAX_CPUS];
 	struct ring_buffer *rb;
-	struct bpf_link *flink[3]; /* the process follower's programs, once attached */
+	struct bpf_link *flink[SMP_FOL_PROGS]; /* the process follower's programs, once attached */
 	bool fol_ring;             /* its ring buffer is read with the sampler's */
 	struct smp_target targets[NUPP_SMP_MAX_TARGETS];
 	int ntargets;
@@ -625,8 +628,9 @@ int nupp_smp_add_ring(struct nupp_sampler *s, int map_fd, int (*fn)(void *ctx, v
 int nupp_smp_follow(struct nupp_sampler *s, bool subprocesses, int (*fn)(void *ctx, void *data, size_t size),
 		    void *ctx)
 {
-	struct bpf_program *progs[3] = { s->skel->progs.nupp_follow_fork, s->skel->progs.nupp_follow_exec,
-					 s->skel->progs.nupp_follow_exit };
+	struct bpf_program *progs[SMP_FOL_PROGS] = { s->skel->progs.nupp_follow_fork,
+						     s->skel->progs.nupp_follow_exec,
+						     s->skel->progs.nupp_follow_exit };
 	int i, e;
 
 	if (s->flink[0])
@@ -639,7 +643,7 @@ int nupp_smp_follow(struct nupp_sampler *s, bool subprocesses, int (*fn)(void *c
 			return e;
 		s->fol_ring = true;
 	}
-	for (i = 0; i < 3; i++) {
+	for (i = 0; i < SMP_FOL_PROGS; i++) {
 		s->flink[i] = bpf_program__attach(progs[i]);
 		if (!s->flink[i]) {
 			e = -errno;
@@ -999,19 +1003,23 @@ static int smp_name_held(struct smp_row *r, unsigned long long table)
 	return 1;
 }
 
-/* Keeps a copy of name as c's, given to it for process tgid and frame table table (a
- * failed copy only costs the name). */
+/* Gives name (taken, not copied) to c, for process tgid and frame table table. */
+static void smp_stk_give_name(struct smp_stk *c, char *name, __u32 tgid, bool cut, unsigned long long table)
+{
+	free(c->name);
+	c->name = name;
+	c->name_tgid = tgid;
+	c->name_cut = cut;
+	c->name_table = table;
+}
+
+/* Keeps a copy of name as c's (a failed copy only costs the name). */
 static void smp_stk_name(struct smp_stk *c, const char *name, __u32 tgid, bool cut, unsigned long long table)
 {
 	char *copy = strdup(name);
 
-	if (!copy)
-		return;
-	free(c->name);
-	c->name = copy;
-	c->name_tgid = tgid;
-	c->name_cut = cut;
-	c->name_table = table;
+	if (copy)
+		smp_stk_give_name(c, copy, tgid, cut, table);
 }
 
 /* Keeps the names this drain gave with their records, for later drains: each row's own
@@ -1026,11 +1034,7 @@ static void smp_hold_names(struct smp_row *rows, size_t n, unsigned long long ta
 		r = &rows[j];
 		if (!r->stack || !r->held || r->named_before || r->borrowed)
 			continue;
-		free(r->held->name);
-		r->held->name = r->stack;
-		r->held->name_tgid = r->key.tgid;
-		r->held->name_cut = r->cut;
-		r->held->name_table = table;
+		smp_stk_give_name(r->held, r->stack, r->key.tgid, r->cut, table);
 		r->borrowed = true;
 	}
 }
@@ -1778,7 +1782,7 @@ void nupp_sampler_close(struct nupp_sampler *s)
 	for (i = 0; i < s->nattach; i++)
 		for (j = 0; j < SMP_PROBES; j++)
 			bpf_link__destroy(s->attach[i].links[j]);
-	for (i = 0; i < 3; i++)
+	for (i = 0; i < SMP_FOL_PROGS; i++)
 		bpf_link__destroy(s->flink[i]);
 	ring_buffer__free(s->rb);
 	if (s->stk_nb) {

@@ -785,22 +785,20 @@ static int ses_step(struct nupp_session *s, int timeout_ms)
 	/* Not past the next drain. */
 	if (timeout_ms > 0 && (s->next_drain - now) * 1000 < timeout_ms)
 		timeout_ms = s->next_drain > now ? (int)((s->next_drain - now) * 1000) + 1 : 0;
-	if (s->smp && s->wake_fd >= 0 && timeout_ms > 0) {
-		/* The caller's fd ends the wait too; the rings are read after. */
-		struct pollfd p[2] = { { .fd = nupp_smp_epoll_fd(s->smp), .events = POLLIN },
-				       { .fd = s->wake_fd, .events = POLLIN } };
+	if (s->wake_fd >= 0 && timeout_ms > 0) {
+		/* The caller's fd ends the wait too; the sampler's rings are read after. */
+		struct pollfd p[2] = { { .fd = s->wake_fd, .events = POLLIN } };
+		int n = 1;
 
-		if (poll(p, 2, timeout_ms) < 0 && errno != EINTR)
+		if (s->smp)
+			p[n++] = (struct pollfd){ .fd = nupp_smp_epoll_fd(s->smp), .events = POLLIN };
+		if (poll(p, n, timeout_ms) < 0 && errno != EINTR)
 			return nupp_fail(-errno, "cannot wait for events: %s", strerror(errno));
-		e = nupp_sampler_poll(s->smp, 0);
-	} else if (s->smp) {
+		timeout_ms = 0;
+	}
+	if (s->smp)
 		e = nupp_sampler_poll(s->smp, timeout_ms);
-	} else if (s->wake_fd >= 0 && timeout_ms > 0) {
-		struct pollfd p = { .fd = s->wake_fd, .events = POLLIN };
-
-		if (poll(&p, 1, timeout_ms) < 0 && errno != EINTR)
-			return nupp_fail(-errno, "cannot wait for events: %s", strerror(errno));
-	} else if (timeout_ms > 0)
+	else if (timeout_ms > 0)
 		usleep((useconds_t)timeout_ms * 1000);
 	if (e < 0 && e != -EINTR)
 		return e;
