@@ -738,8 +738,11 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	/* The first sample of a trace copies it, alive now, for userspace to name its
 	 * samples by (once per incarnation: the trace cache entry remembers it, and the
 	 * tcopied map across CPUs). */
-	if ((s->w.st.flags & NUPP_SMP_F_MCODE) && s->w.st.tserial)
+	if ((s->w.st.flags & NUPP_SMP_F_MCODE) && s->w.st.tserial) {
 		smp_trace_seen(s, tgid, pgen);
+		if (time_stats && ws)
+			ws->v[NUPP_SMP_WS_COPY_NS] += bpf_ktime_get_ns() - t1;
+	}
 	state = nupp_walk_state(&s->lo, vmstate);
 	/* A counted stack was stored before its count was created: one lookup in the
 	 * common case. A new one is stored first, with BPF_NOEXIST: a stack stored already

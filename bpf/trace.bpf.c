@@ -225,7 +225,9 @@ int BPF_USDT(trace_blacklist, __u64 g, __u64 locp, __s32 err, __u32 op, __u32 va
 }
 
 /* luajit:trace_abort(g, traceno, err, info, action, LJ_USDTAbort *), after the penalty
- * block of lj_trace.c trace_abort and before its "abort" vmevent. */
+ * block of lj_trace.c trace_abort and before its "abort" vmevent; also attached to
+ * luajit:trace_abort_benign (the same arguments, fired instead for an abort of ordinary
+ * trace formation) when those are counted (include_benign). */
 SEC("usdt")
 int BPF_USDT(trace_abort, __u64 g, __u32 traceno, __s32 err, __s32 info, __u32 action, __u64 abp)
 {

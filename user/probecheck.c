@@ -20,6 +20,7 @@ const char *const nupp_probe_names[] = {
 	[NUPP_PROBE_TRACE_FREE] = "trace_free",
 	[NUPP_PROBE_PROTO_FREE] = "proto_free",
 	[NUPP_PROBE_PROTO_NEW] = "proto_new",
+	[NUPP_PROBE_TRACE_ABORT_BENIGN] = "trace_abort_benign",
 };
 _Static_assert(NUPP_PROBE__MAX == NUPP_PROBES, "probe table and count disagree");
 

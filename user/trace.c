@@ -29,6 +29,7 @@ struct nupp_trace {
 	char **wide;  /* binaries attached for every process (pid -1) */
 	size_t nwide;
 	struct nupp_zones *zones; /* names zone ids (the session's; NULL: "#<id>") */
+	bool benign;              /* counting the aborts of ordinary trace formation too */
 	struct nupp_trace_counters acc; /* counters moved out of the kernel by drains */
 };
 
@@ -181,7 +182,8 @@ struct nupp_trace *nupp_trace_open_shared(const struct nupp_trace_opts *opts, in
 		nupp_fail(e, "cannot open the trace BPF object: %s", strerror(-e));
 		goto fail;
 	}
-	t->skel->rodata->include_benign = opts ? opts->include_benign : false;
+	t->benign = opts ? opts->include_benign : false;
+	t->skel->rodata->include_benign = t->benign;
 	e = bpf_map__set_max_entries(t->skel->maps.aborts, max_sites);
 	if (e) {
 		nupp_fail(e, "cannot size the abort map to %u entries: %s", max_sites, strerror(-e));
@@ -208,9 +210,10 @@ fail:
 	return NULL;
 }
 
-/* Attaches one program to one probe of binary (opts: its cookie, or NULL) and keeps the link. */
+/* Attaches one program to one probe of binary (opts: its cookie, or NULL) and keeps the link;
+ * an optional probe that binary lacks is -ENOENT with no message. */
 static int trace_attach_one(struct nupp_trace *t, struct bpf_program *prog, const char *binary, pid_t pid,
-			    const char *probe, const struct bpf_usdt_opts *opts)
+			    const char *probe, const struct bpf_usdt_opts *opts, bool optional)
 {
 	struct bpf_link **nl, *l;
 	int e;
@@ -222,6 +225,8 @@ static int trace_attach_one(struct nupp_trace *t, struct bpf_program *prog, cons
 	l = bpf_program__attach_usdt(prog, pid, binary, "luajit", probe, opts);
 	if (!l) {
 		e = -errno;
+		if (e == -ENOENT && optional)
+			return e;
 		if (e == -ENOENT)
 			return nupp_fail(e, "cannot attach to luajit:%s: %s has no such probe (use the luajit or libluajit .so built by nupp-bpf, under %s)",
 					 probe, binary, NUPP_LUAJIT_PREFIX);
@@ -243,7 +248,8 @@ static bool trace_attached_wide(const struct nupp_trace *t, const char *binary)
 	return false;
 }
 
-/* Attaches the luajit:trace_abort, trace_blacklist and vm_open probes of binary for pid. Once
+/* Attaches the luajit:trace_abort (and with include_benign trace_abort_benign),
+ * trace_blacklist and vm_open probes of binary for pid. Once
  * attached for every process, attaching again (for any pid) does nothing: the probes
  * already fire there, and a second link would count each abort twice. */
 int nupp_trace_attach(struct nupp_trace *t, const char *binary, pid_t pid)
@@ -271,13 +277,22 @@ int nupp_trace_attach(struct nupp_trace *t, const char *binary, pid_t pid)
 			return nupp_fail(-ENOMEM, "out of memory");
 	}
 	/* trace_abort first: a trace_blacklist event is only ever completed by an abort. */
-	e = trace_attach_one(t, t->skel->progs.trace_abort, binary, pid, "trace_abort", NULL);
+	e = trace_attach_one(t, t->skel->progs.trace_abort, binary, pid, "trace_abort", NULL, false);
+	/* Aborts of ordinary trace formation fire a probe of their own, which costs the target
+	 * nothing unless attached: only when they are counted. A LuaJIT built by an earlier
+	 * patch has no such probe and fires trace_abort for them (the program tells them by
+	 * their error code). */
+	if (!e && t->benign) {
+		e = trace_attach_one(t, t->skel->progs.trace_abort, binary, pid, "trace_abort_benign", NULL, true);
+		if (e == -ENOENT)
+			e = 0;
+	}
 	if (!e)
-		e = trace_attach_one(t, t->skel->progs.trace_blacklist, binary, pid, "trace_blacklist", NULL);
+		e = trace_attach_one(t, t->skel->progs.trace_blacklist, binary, pid, "trace_blacklist", NULL, false);
 	/* vm_open tells the programs where the zone ids are (objects without zone slots: not needed). */
 	vm_open_opts.usdt_cookie = e ? 0 : nupp_vm_vmlist_cookie(binary);
 	if (vm_open_opts.usdt_cookie)
-		e = trace_attach_one(t, t->skel->progs.trace_vm_open, binary, pid, "vm_open", &vm_open_opts);
+		e = trace_attach_one(t, t->skel->progs.trace_vm_open, binary, pid, "vm_open", &vm_open_opts, false);
 	while (e && t->nlinks > before) /* all or nothing */
 		bpf_link__destroy(t->links[--t->nlinks]);
 	if (pid == -1) {

@@ -99,7 +99,7 @@ struct nupp_probecheck;
 /* The names of the luajit:* probes, indexed by enum nupp_probe (include/nupp/abi.h). */
 extern const char *const nupp_probe_names[];
 /* Number of luajit:* probes our LuaJIT build has. */
-#define NUPP_PROBES 10
+#define NUPP_PROBES 11
 
 /* Attaches a counter to every luajit:* probe of binary for pid (-1: all processes).
  * attach_err[i] receives 0 or the -errno of each probe's attach; the call fails

@@ -91,7 +91,8 @@ struct nupp_trace_counters {
 	__u64 blacklisted;      /* counted events whose action blacklisted (2 or 3) */
 	__u64 blacklist_events; /* luajit:trace_blacklist events seen (not paused) */
 	__u64 bl_unmatched;     /* trace_blacklist not followed by abort(action 2), or reverse */
-	__u64 benign_skipped;   /* info events left out (include_benign off) */
+	__u64 benign_skipped;   /* info events left out (include_benign off; only a LuaJIT built by an
+				 * earlier patch sends them: ours fires trace_abort_benign for them) */
 	__u64 unreported;       /* trace_abort with traceno 0: no "abort" vmevent, not counted */
 	__u64 paused;           /* events while paused */
 	__u64 map_full;         /* rows lost: the abort map was full (raise max_sites) */

@@ -26,7 +26,8 @@
 # entries refused by a prototype free, "reads" and "KB" target memory read, "new%"
 # samples that stored a new stack. TIMES=1 (environment) also times, in separate runs
 # (the sampler then reads the clock 3 times a sample), the walk ("walk ns") and the store
-# of the stack and its count ("store ns"), medians of the runs.
+# of the stack and its count ("store ns"; of it, "copy ns": copying the traces samples meet
+# for the first time), medians of the runs.
 # WARM (environment, seconds, default 0): the target runs WARM + SECONDS, and the costs and
 # counters of the sampler runs (not the CLI's) are those after the first WARM seconds:
 # the frame cache warm (a cold cache fills each function's entry once per CPU; "many"
@@ -102,7 +103,7 @@ echo "sampler cost per sample, $FREQ Hz, ${SECS} s per run (after ${WARM} s of w
 printf '%-6s %-8s %5s %8s %9s %6s %8s %12s %13s %11s' mode shape depth samples "at depth" lost frees/s "ns/sample" \
   "(min-max)" "cli ns/run"
 printf ' %4s %5s %5s %5s %5s %5s %4s' hit% looks pgen stale reads KB new%
-[ "${TIMES:-0}" = 1 ] && printf ' %7s %8s' "walk ns" "store ns"
+[ "${TIMES:-0}" = 1 ] && printf ' %7s %8s %7s' "walk ns" "store ns" "copy ns"
 [ -n "$BASE" ] && printf ' %10s %6s' "base ns" ratio
 echo
 for mode in interp jit; do
@@ -132,10 +133,10 @@ for mode in interp jit; do
           "$TMP/sampler_cost" -F "$FREQ" -e "$d" -t -w "$((WARM * 1000))" "$LUAJIT" "$WL" "$d" "$((SECS + WARM))" "$mode" "$shape" 2>/dev/null |
             grep -E '^ws_samples=' >>"$TMP/truns" || { echo "bench: timed driver failed" >&2; exit 1; }
         done
-        # Per timed sample, median of the runs: the walk, the store.
+        # Per timed sample, median of the runs: the walk, the store (and of it the trace copies).
         per() { awk -v k="$1" '{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}
           print v[k] / (v["ws_timed"] ? v["ws_timed"] : 1)}' "$TMP/truns" | stats | cut -d' ' -f1; }
-        times="$(per ws_walk_ns) $(per ws_store_ns)"
+        times="$(per ws_walk_ns) $(per ws_store_ns) $(per ws_copy_ns)"
       fi
       "$NUPP" -v record -F "$FREQ" -o "$TMP/p.json" -- "$LUAJIT" "$WL" "$d" "$SECS" "$mode" "$shape" \
         >/dev/null 2>"$TMP/cli" || true
@@ -145,7 +146,7 @@ for mode in interp jit; do
         "${cli:-?}"
       # shellcheck disable=SC2086
       printf ' %4s %5s %5s %5s %5s %5s %4s' $ws
-      [ -n "$times" ] && printf ' %7s %8s' $times
+      [ -n "$times" ] && printf ' %7s %8s %7s' $times
       if [ -n "$BASE" ]; then
         # Median of the per-run ratios (each run: both programs on the same samples' time).
         ratio=$(awk '{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# Our LuaJIT build: all 10 luajit:* probes are in the exe and the .so with register or
+# Our LuaJIT build: all 11 luajit:* probes are in the exe and the .so with register or
 # immediate argument specs (libbpf 1.1.2 parses no %rip or SIB forms), each at a 5-byte
 # NOP in code with no red zone; the JIT still works (-jv, -jp, -jdump), and LuaJIT's
 # behaviour is unchanged on a smoke script.
 # proto_new has two sites (the parser and the bytecode loader): names are compared once.
 . "$(dirname "$0")/../support/lib.sh"
 
-probes="vm_open vm_close trace_start trace_stop trace_abort trace_blacklist trace_flush trace_free proto_free proto_new"
+probes="vm_open vm_close trace_start trace_stop trace_abort trace_abort_benign trace_blacklist trace_flush trace_free proto_free proto_new"
 for obj in "$NUPP_LUAJIT_PREFIX/bin/luajit" "$NUPP_LUAJIT_PREFIX/lib/libluajit-5.1.so"; do
   readelf -n "$obj" >"$TMP/notes"
   got=$(awk '/Provider: luajit/{getline; print $2}' "$TMP/notes" | sort -u | tr '\n' ' ')

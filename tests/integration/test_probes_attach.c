@@ -7,7 +7,7 @@
 #include "nupp_check.h"
 
 /* Argument counts of scripts/luajit-usdt.patch, indexed by enum nupp_probe. */
-static const int probe_nargs[NUPP_PROBES] = { 3, 1, 6, 6, 6, 5, 1, 4, 3, 2 };
+static const int probe_nargs[NUPP_PROBES] = { 3, 1, 6, 6, 6, 5, 1, 4, 3, 2, 6 };
 
 START_TEST(every_probe_attaches_and_fires)
 {

@@ -161,8 +161,11 @@ START_TEST(trace_benign_rows_only_with_include_benign)
 	ck_assert_uint_eq(p.def_set.n, 0);
 	ck_assert_uint_eq(p.def_set.total_aborts, 0);
 	ck_assert_uint_gt(rows_of(&p.benign_set, NUPP_SEV_INFO), 0);
+	/* Without include_benign those aborts never reach the program: our LuaJIT fires them
+	 * at luajit:trace_abort_benign, which is not attached (no probe call for them). */
 	ck_assert_int_eq(nupp_trace_counters(p.def, &c), 0);
-	ck_assert_uint_eq(c.benign_skipped, p.benign_set.total_aborts);
+	ck_assert_uint_eq(c.benign_skipped, 0);
+	ck_assert_uint_eq(c.total_aborts, 0);
 	pair_free(&p);
 }
 END_TEST

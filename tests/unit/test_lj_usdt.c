@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lj_obj.h"
+#include "lj_trace.h"
 #include "lj_debug.h"
 #include "lj_strfmt.h"
 #include "lj_usdt.h"
@@ -16,6 +17,7 @@
 
 #include "nupp/trace.h"
 #include "nupp/trace_abi.h"
+#include "nupp/severity.h"
 
 #define SAME(ours, theirs, field)                                                               \
 	do {                                                                                    \
@@ -58,6 +60,28 @@ START_TEST(usdt_actions)
 	ck_assert_int_eq(NUPP_LJ_ACT_BLACKLIST, LJ_USDT_ACT_BLACKLIST);
 	ck_assert_int_eq(NUPP_LJ_ACT_STITCHBL, LJ_USDT_ACT_STITCHBL);
 	ck_assert_int_eq(NUPP_LJ_ACT_RETRY, LJ_USDT_ACT_RETRY);
+}
+END_TEST
+
+/* The aborts our LuaJIT sends to luajit:trace_abort_benign are exactly those the trace
+ * channel classes as info (counted only with include_benign): one sent to trace_abort
+ * would only cost a probe call, but one of another class sent there would go uncounted. */
+START_TEST(usdt_benign_probe_is_info_severity)
+{
+	int e, action, benign = 0;
+
+	ck_assert_int_eq(LJ_TRERR__MAX, NUPP_TRERR__MAX);
+	for (e = 0; e < LJ_TRERR__MAX; e++)
+		for (action = LJ_USDT_ACT_NONE; action <= LJ_USDT_ACT_RETRY; action++) {
+			int lj = LJ_USDT_ABORT_BENIGN((TraceError)e, action) ? 1 : 0;
+			int ours = nupp_severity_of(e, (__u32)action) == NUPP_TRACE_SEV_INFO;
+
+			ck_assert_msg(lj == ours, "error %d action %d: LuaJIT's probe %s, severity %s", e, action,
+				      lj ? "benign" : "trace_abort", ours ? "info" : "not info");
+			benign += lj;
+		}
+	/* 7 codes, each with the 3 actions that blacklist nothing. */
+	ck_assert_int_eq(benign, 7 * 3);
 }
 END_TEST
 
@@ -151,5 +175,6 @@ NUPP_CHECK_MAIN("lj_usdt", 0, false, false,
 		usdt_loc_layout,
 		usdt_abort_layout,
 		usdt_actions,
+		usdt_benign_probe_is_info_severity,
 		usdt_loc_renders_like_pushloc,
 		usdt_pointer_renders_like_strfmt)
