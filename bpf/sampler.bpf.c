@@ -30,11 +30,17 @@ __u32 pfree_gen[NUPP_WALK_PGEN];
 /* The prototypes of a walk's frames are noted, to be watched once the walk gave a stack
  * (smp_walk_settle), so their frees are reported. */
 #define NUPP_WALK_WATCH 1
-/* The CALL before a return PC, from the frame cache or read, by global functions. */
+/* The CALL before a return PC, from the frame cache or read, and a function's facts kept
+ * in the frame cache, by global functions (on this CPU's walk, whose memo entry of the
+ * function is m). */
 #define NUPP_WALK_CALL_INS(w, lo, pc, ins) smp_walk_call_ins(pc, ins)
 #define NUPP_WALK_FC_CALL_INS(w, tag, pc, ins) smp_walk_fc_call_ins(tag, pc, ins)
+#define NUPP_WALK_FC_FN_GET(w, fn, m) smp_walk_fc_fn_get(fn)
+#define NUPP_WALK_FC_FN_FILL(w, fn, m) smp_walk_fc_fn_fill(fn)
 __noinline int smp_walk_call_ins(__u64 pc, __u32 *ins);
 __noinline int smp_walk_fc_call_ins(__u64 tag, __u64 pc, __u32 *ins);
+__noinline int smp_walk_fc_fn_get(__u64 fn);
+__noinline int smp_walk_fc_fn_fill(__u64 fn);
 #include "nupp/walk.h"
 #include "nupp/zone_abi.h"
 
@@ -361,6 +367,7 @@ static __always_inline void smp_wstat_walk(const struct nupp_walk *w)
 		return;
 	ws->v[NUPP_SMP_WS_WALKS]++;
 	ws->v[NUPP_SMP_WS_HITS] += w->fc_hits;
+	ws->v[NUPP_SMP_WS_FNHITS] += w->fc_fns;
 	ws->v[NUPP_SMP_WS_FILLS] += w->fc_fills;
 	ws->v[NUPP_SMP_WS_LOOKS] += w->fc_looks;
 	ws->v[NUPP_SMP_WS_STALE] += w->fc_stale;
@@ -409,6 +416,31 @@ __noinline int smp_walk_fc_call_ins(__u64 tag, __u64 pc, __u32 *ins)
 	return nupp_walk_fc_call_ins(&s->w, tag, pc, ins);
 }
 
+/* The facts of function fn from this CPU's frame cache into the walk's memo entry of fn
+ * (nupp_walk_fc_fn_get): 1, or 0. A global function, as smp_walk_call_ins. */
+__noinline int smp_walk_fc_fn_get(__u64 fn)
+{
+	__u32 zero = 0;
+	struct smp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (!s)
+		return 0;
+	return nupp_walk_fc_fn_get(&s->w, fn, &s->w.fns[nupp_walk_slot(fn)]);
+}
+
+/* Keeps the facts of function fn, in the walk's memo entry of fn, in this CPU's frame
+ * cache (nupp_walk_fc_fn_fill). A global function, as smp_walk_call_ins. */
+__noinline int smp_walk_fc_fn_fill(__u64 fn)
+{
+	__u32 zero = 0;
+	struct smp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (!s)
+		return 0;
+	nupp_walk_fc_fn_fill(&s->w, fn, &s->w.fns[nupp_walk_slot(fn)]);
+	return 0;
+}
+
 /* bpf_loop callback: one frame of the walk. */
 static long smp_walk_cb(__u32 i, void *ctx)
 {
@@ -426,6 +458,16 @@ static long smp_settle_cb(__u32 i, void *ctx)
 	if (!s || i >= s->w.nmet || i >= NUPP_WALK_MET)
 		return 1;
 	m = &s->w.met[i & (NUPP_WALK_MET - 1)];
+	/* A function's facts (include/nupp/walk.h nupp_walk_fc_fn_fill): kept when the walk
+	 * proved its frames, else dropped; no prototype to watch. */
+	if (m->key & 1) {
+		if (!ok) {
+			c = nupp_walk_fc_fn(&s->w, s->w.fc_tag, m->fn);
+			if (c)
+				c->tag = 0;
+		}
+		return 0;
+	}
 	if (ok) {
 		__u32 wi = (__u32)((m->pt >> 3) ^ (m->pt >> 11)) & (SMP_WC - 1);
 

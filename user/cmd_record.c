@@ -706,11 +706,12 @@ static void record_walk_stats(struct nupp_sampler *smp)
 	n = (double)v[NUPP_SMP_WS_SAMPLES];
 	fprintf(stderr,
 		"nupp-bpf: walks: %llu samples, %.1f frames each, %.1f %% from the frame cache (%llu filled, "
-		"%.1f lookups, %.2f free generations read, %.2f refused by a prototype free a sample), "
-		"%.1f reads of %.0f bytes a sample, %.1f %% new stacks\n",
+		"%.1f lookups, %.1f functions not read, %.2f free generations read, %.2f refused by a prototype "
+		"free a sample), %.1f reads of %.0f bytes a sample, %.1f %% new stacks\n",
 		(unsigned long long)v[NUPP_SMP_WS_SAMPLES], (double)v[NUPP_SMP_WS_FRAMES] / n,
 		v[NUPP_SMP_WS_FRAMES] ? 100.0 * (double)v[NUPP_SMP_WS_HITS] / (double)v[NUPP_SMP_WS_FRAMES] : 0.0,
 		(unsigned long long)v[NUPP_SMP_WS_FILLS], (double)v[NUPP_SMP_WS_LOOKS] / n,
+		(double)v[NUPP_SMP_WS_FNHITS] / n,
 		(double)v[NUPP_SMP_WS_PGREADS] / n, (double)v[NUPP_SMP_WS_STALE] / n, (double)v[NUPP_SMP_WS_READS] / n,
 		(double)v[NUPP_SMP_WS_RBYTES] / n, 100.0 * (double)v[NUPP_SMP_WS_NEWSTACK] / n);
 	fprintf(stderr, "nupp-bpf: %llu samples not counted: time the hypervisor took from the CPU (steal)\n",

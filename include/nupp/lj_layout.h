@@ -19,7 +19,7 @@
 #endif
 
 #define NUPP_LJ_LAYOUT_MAGIC 0x4c4a4250u /* "PBJL": LuaJIT BPF layout */
-#define NUPP_LJ_LAYOUT_VERSION 8u
+#define NUPP_LJ_LAYOUT_VERSION 9u
 #define NUPP_LJ_LAYOUT_SYMBOL "luajit_bpf_layout"
 #define NUPP_LJ_VMLIST_SYMBOL "luajit_bpf_vmlist"
 #define NUPP_LJ_VMLIST_MAX 16
@@ -240,6 +240,14 @@ struct nupp_lj_layout {
 	 * made since it last looked while the VM's newest serial is the same. */
 	__u32 g_tserial; /* uint32 global_State: serial of the VM's newest trace */
 	__u32 T_serial;  /* uint32 GCtrace: the trace's serial */
+
+	/* -- GC sweeps (version 9): the patched GC counts the sweeps it begins (at the end
+	 * of each atomic phase, and when a full GC fast-forwards to a sweep). An object is
+	 * only ever freed by a sweep, and one reachable during sweep n (marked before it or
+	 * allocated since) outlives it: what a reader read of an object it found alive
+	 * holds while the count is the same. */
+	__u32 g_sweepno; /* uint32 global_State: sweeps begun */
+	__u32 pad9;
 };
 
 /* The VMs a process has open, kept by the patched lua_newstate/lua_close, so a loader

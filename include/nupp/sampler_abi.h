@@ -341,6 +341,7 @@ enum nupp_smp_wstat {
 	NUPP_SMP_WS_TIMED,     /* samples timed */
 	NUPP_SMP_WS_STOLEN,    /* samples of a target dropped as time the hypervisor took */
 	NUPP_SMP_WS_COPY_NS,   /* of STORE_NS: copying traces met for the first time (timed samples) */
+	NUPP_SMP_WS_FNHITS,    /* functions whose facts came from the frame cache (not read) */
 	NUPP_SMP_WS_N
 };
 

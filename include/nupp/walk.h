@@ -240,6 +240,10 @@ struct nupp_walk {
 	__u64 tc_tag;         /* trace cache tag set by the includer (0: cache off) */
 	__u32 tgen;           /* the VM's newest trace serial, read at the start */
 	__u32 tc_slot;        /* the trace cache entry of this walk's trace (mode TRACE) */
+	__u32 sweepno;        /* the VM's count of GC sweeps begun, read at the start */
+	__u32 fc_fns;         /* functions whose facts came from the frame cache (diagnosis) */
+	__u32 fc_fnfills;     /* ... and stored in it */
+	__u32 pad_fn;
 	/* What this walk did (reset by nupp_walk_start; diagnosis and tests): */
 	__u32 fc_hits, fc_fills; /* frames taken from / stored in the frame cache */
 	__u32 fc_looks;       /* frame cache set lookups (each one or two entries; counting
@@ -274,6 +278,7 @@ NUPP_WALK_INLINE __u32 nupp_walk_g_lo(const struct nupp_lj_layout *lo)
 	__u32 a = lo->g_vmstate < lo->g_cur_L ? lo->g_vmstate : lo->g_cur_L;
 
 	a = a < lo->g_jit_base ? a : lo->g_jit_base;
+	a = a < lo->g_sweepno ? a : lo->g_sweepno;
 	return a < lo->g_tserial ? a : lo->g_tserial;
 }
 
@@ -283,6 +288,7 @@ NUPP_WALK_INLINE __u32 nupp_walk_g_hi(const struct nupp_lj_layout *lo)
 	__u32 a = lo->g_vmstate + 4 > lo->g_cur_L + 8 ? lo->g_vmstate + 4 : lo->g_cur_L + 8;
 
 	a = a > lo->g_jit_base + 8 ? a : lo->g_jit_base + 8;
+	a = a > lo->g_sweepno + 4 ? a : lo->g_sweepno + 4;
 	return a > lo->g_tserial + 4 ? a : lo->g_tserial + 4;
 }
 
@@ -302,6 +308,7 @@ NUPP_WALK_INLINE int nupp_walk_layout_ok(const struct nupp_lj_layout *lo)
 
 	return lo->g_vmstate + 4 - glo <= NUPP_WALK_G_SPAN && lo->g_cur_L + 8 - glo <= NUPP_WALK_G_SPAN &&
 	       lo->g_jit_base + 8 - glo <= NUPP_WALK_G_SPAN && lo->g_tserial + 4 - glo <= NUPP_WALK_G_SPAN &&
+	       lo->g_sweepno + 4 - glo <= NUPP_WALK_G_SPAN &&
 	       nupp_walk_t_span(lo) <= NUPP_WALK_T_READ && lo->L_base + 8 <= NUPP_WALK_L_READ &&
 	       lo->L_stack + 8 <= NUPP_WALK_L_READ && lo->L_stacksize + 4 <= NUPP_WALK_L_READ &&
 	       lo->L_cframe + 8 <= NUPP_WALK_L_READ && lo->fn_gct < NUPP_WALK_FN_READ && lo->fn_ffid < NUPP_WALK_FN_READ &&
@@ -645,9 +652,111 @@ NUPP_WALK_INLINE int nupp_walk_call_ins(struct nupp_walk *w, const struct nupp_l
 	return 0;
 }
 
-/* What the walk uses of the GCfunc at fn: from the memo, else read (and for a Lua
- * function its GCproto, from the last code read when it holds it). Returns 0 with *out,
- * 1 when fn is unreadable or not a function, 2 when the GCproto is unreadable. */
+/* What a walk read of a function, kept in the frame cache too: the facts of a GCfunc
+ * (its kind, its C function or its bytecode, and that prototype's size, first line and
+ * chunk name) are immutable while it lives, and it lives from a walk that found it in a
+ * frame until the VM begins a GC sweep (a function on a stack was marked before the
+ * sweep under way or allocated since: no sweep begun after it was seen has freed it).
+ * An entry is keyed by the function and fn | 1 as its PC (odd: never a frame's PC nor a
+ * start frame's key) and holds the VM's count of sweeps when filled (gen), the function's
+ * ptr (proto), ffid (pos), chunk, sizebc and firstline; it is used while that count is
+ * the VM's. A walk that fails drops what it filled (NUPP_WALK_WATCH: noted as met with
+ * that key and no prototype), since its frames are not proven genuine. */
+NUPP_WALK_INLINE __u64 nupp_walk_fc_fn_key(__u64 fn)
+{
+	return fn | 1;
+}
+
+/* Is entry c the facts of function fn for this walk (its tag, and the VM's sweeps)? */
+NUPP_WALK_INLINE int nupp_walk_fc_fn_is(const struct nupp_walk *w, const struct nupp_walk_fc *c, __u64 tag,
+					__u64 fn)
+{
+	return c && !((c->tag ^ tag) | (c->pc ^ nupp_walk_fc_fn_key(fn)) | (c->fn ^ fn) | (__u64)(c->gen ^ w->sweepno));
+}
+
+/* The cache entry of the facts of function fn valid for this walk, or 0. */
+NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_fn(struct nupp_walk *w, __u64 tag, __u64 fn)
+{
+	__u32 set = nupp_walk_fc_set(nupp_walk_fc_fn_key(fn));
+	struct nupp_walk_fc *c = NUPP_WALK_FC_ENTRY(w, set);
+
+	w->fc_looks++;
+	if (nupp_walk_fc_fn_is(w, c, tag, fn))
+		return c;
+	c = NUPP_WALK_FC_ENTRY(w, set + 1);
+	return nupp_walk_fc_fn_is(w, c, tag, fn) ? c : 0;
+}
+
+/* Keeps the facts of function fn, just read, in the cache (with NUPP_WALK_WATCH only
+ * while the walk can note them, to be dropped if it fails, and still note every frame
+ * it may emit after: a note taken here never costs a prototype its watch). */
+NUPP_WALK_INLINE void nupp_walk_fc_fn_fill(struct nupp_walk *w, __u64 fn, const struct nupp_walk_fn *m)
+{
+	__u64 key = nupp_walk_fc_fn_key(fn);
+	struct nupp_walk_fc *c;
+
+#ifdef NUPP_WALK_WATCH
+	struct nupp_walk_met *n;
+
+	if (w->st.depth > w->max_depth || w->nmet + 1 + (w->max_depth - w->st.depth) > NUPP_WALK_MET)
+		return;
+#endif
+	c = nupp_walk_fc_way(w, w->fc_tag, fn, key);
+	if (!c)
+		return;
+	c->tag = w->fc_tag;
+	c->fn = fn;
+	c->pc = key;
+	c->proto = m->ptr;
+	c->chunk = m->chunk;
+	c->sizebc = m->sizebc;
+	c->firstline = m->firstline;
+	c->pos = (__s32)m->ffid;
+	c->ins = 0;
+	c->gen = w->sweepno;
+	c->pg_ins = 0;
+	w->fc_fnfills++;
+#ifdef NUPP_WALK_WATCH
+	n = &w->met[w->nmet & (NUPP_WALK_MET - 1)];
+	n->pt = 0; /* no prototype to watch: the VM's sweeps end the entry */
+	n->fn = fn;
+	n->key = key;
+	n->gen = 0;
+	w->nmet++;
+#endif
+}
+
+/* Copies the facts of function fn into memo entry m from the cache: 1, or 0 if it holds
+ * none valid for this walk. */
+NUPP_WALK_INLINE int nupp_walk_fc_fn_get(struct nupp_walk *w, __u64 fn, struct nupp_walk_fn *m)
+{
+	struct nupp_walk_fc *c = nupp_walk_fc_fn(w, w->fc_tag, fn);
+
+	if (!c)
+		return 0;
+	m->fn = fn;
+	m->gen = w->gen;
+	m->ptr = c->proto;
+	m->chunk = c->chunk;
+	m->sizebc = c->sizebc;
+	m->firstline = c->firstline;
+	m->ffid = (__u32)c->pos;
+	w->fc_fns++;
+	return 1;
+}
+
+/* The includer may take these two out of line (BPF: global functions, verified once). */
+#ifndef NUPP_WALK_FC_FN_GET
+#define NUPP_WALK_FC_FN_GET(w, fn, m) nupp_walk_fc_fn_get((w), (fn), (m))
+#endif
+#ifndef NUPP_WALK_FC_FN_FILL
+#define NUPP_WALK_FC_FN_FILL(w, fn, m) nupp_walk_fc_fn_fill((w), (fn), (m))
+#endif
+
+/* What the walk uses of the GCfunc at fn: from the memo or the frame cache, else read
+ * (and for a Lua function its GCproto, from the last code read when it holds it).
+ * Returns 0 with *out, 1 when fn is unreadable or not a function, 2 when the GCproto is
+ * unreadable. */
 NUPP_WALK_INLINE int nupp_walk_func(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 fn,
 				    struct nupp_walk_fn **out)
 {
@@ -659,6 +768,10 @@ NUPP_WALK_INLINE int nupp_walk_func(struct nupp_walk *w, const struct nupp_lj_la
 	__u8 ffid;
 
 	if (m->fn == fn && m->gen == w->gen) {
+		*out = m;
+		return 0;
+	}
+	if (fn && w->fc_tag && NUPP_WALK_FC_FN_GET(w, fn, m)) {
 		*out = m;
 		return 0;
 	}
@@ -687,6 +800,8 @@ NUPP_WALK_INLINE int nupp_walk_func(struct nupp_walk *w, const struct nupp_lj_la
 	m->sizebc = sizebc;
 	m->firstline = firstline;
 	m->ffid = ffid;
+	if (w->fc_tag)
+		NUPP_WALK_FC_FN_FILL(w, fn, m);
 	*out = m;
 	return 0;
 }
@@ -1283,7 +1398,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 #ifdef NUPP_WALK_WATCH
 	w->nmet = 0;
 #endif
-	w->fc_hits = w->fc_fills = w->fc_looks = w->fc_stale = w->fc_pgreads = 0;
+	w->fc_hits = w->fc_fills = w->fc_looks = w->fc_stale = w->fc_pgreads = w->fc_fns = w->fc_fnfills = 0;
 	w->rd_n = w->rd_bytes = w->rd_win = w->rd_code = w->rd_fn = 0;
 	w->ins_pc = 0;
 	w->result = NUPP_WALK_RUN;
@@ -1326,6 +1441,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	L = nupp_walk_u64(w->gbuf, gofs + lo->g_cur_L - glo, 511);
 	jit_base = nupp_walk_u64(w->gbuf, gofs + lo->g_jit_base - glo, 511);
 	w->tgen = nupp_walk_u32(w->gbuf, gofs + lo->g_tserial - glo, 511);
+	w->sweepno = nupp_walk_u32(w->gbuf, gofs + lo->g_sweepno - glo, 511);
 	if (!L)
 		return NUPP_WALK_READ_FAULT;
 	if (both && L == g + g2l)

@@ -136,7 +136,7 @@ int main(int argc, char **argv)
 	__u64 samples = 0, at_depth = 0, lost[NUPP_SMP_LOST_N] = { 0 }, depth_hist[NUPP_SMP_MAX_DEPTH + 1] = { 0 };
 	static const char *const ws_name[NUPP_SMP_WS_N] = {
 		"samples", "walks", "frames", "hits", "fills", "looks", "stale", "pgreads", "reads",
-		"rbytes", "rwin", "rcode", "rfn", "newstack", "newcount", "walk_ns", "store_ns", "timed", "stolen", "copy_ns",
+		"rbytes", "rwin", "rcode", "rfn", "newstack", "newcount", "walk_ns", "store_ns", "timed", "stolen", "copy_ns", "fnhits",
 	};
 	__u64 wsum[NUPP_SMP_WS_N] = { 0 }, wsum0[NUPP_SMP_WS_N] = { 0 }, cnt0 = 0, ns0 = 0, bcnt0 = 0, bns0 = 0;
 	__u64 frees = 0;

@@ -1313,6 +1313,8 @@ static __u32 nkeys;
  * next at pos 5 + i % 7), with a C function between f[c-1] and f[c] when c > 0 (f[c] then
  * called by lua_call: C link, no position). Returns the leaf's base; the keys of its Lua
  * frames for a leaf PC leaf_pc are in key_*. */
+static __u64 chain_cfn; /* the C function of the last distinct_chain (0: none) */
+
 static __u64 distinct_chain(__u32 n, __u32 c, __u64 fns[], __u64 pts[], __u64 leaf, __u64 leaf_pc)
 {
 	__u64 base = stack0 + 32, link, fm = new_lua_fn(20, 1, NULL), lk = 0x18 | lo->frame_cp;
@@ -1321,12 +1323,14 @@ static __u64 distinct_chain(__u32 n, __u32 c, __u64 fns[], __u64 pts[], __u64 le
 	frame(base, fm, lk);
 	link = ret_pc(fm, 4);
 	nkeys = 0;
+	chain_cfn = 0;
 	key_fn[nkeys] = fm, key_pc[nkeys] = link, key_link[nkeys++] = lk;
 	for (i = 0; i < n; i++) {
 		fns[i] = new_lua_fn(30 + i, 200 + 10 * (__s32)i, &pts[i]);
 		if (i == c && c > 0) {
 			base = callee(base);
-			frame(base, new_c_fn(lo->ff_c, 0x402000), link);
+			chain_cfn = new_c_fn(lo->ff_c, 0x402000);
+			frame(base, chain_cfn, link);
 			link = 0x28 | lo->frame_c; /* 5 slots down to the C function's frame */
 		}
 		base = callee(base);
@@ -1607,6 +1611,77 @@ START_TEST(walk_frame_cache_and_recursion_give_the_same_stack)
 }
 END_TEST
 
+/* A function's facts read by a walk that was not refused (its kind, C function or
+ * bytecode and prototype) are kept in the frame cache until the VM begins a GC sweep (no
+ * object is freed before that): a C frame met again is not read again; after a sweep
+ * began it is, and a function made at the address of one freed is named as it is now. */
+START_TEST(walk_function_facts_are_kept_until_the_vm_begins_a_gc_sweep)
+{
+	__u64 fns[8], pts[8], pt_leaf, leaf, b;
+	struct nupp_walk_regs r;
+	__u32 i, ci = 0;
+
+	setup();
+	leaf = new_lua_fn(30, 20, &pt_leaf);
+	b = distinct_chain(8, 3, fns, pts, leaf, ret_pc(leaf, 11));
+	ck_assert_uint_ne(chain_cfn, 0);
+	r = regs_interp(b, ret_pc(leaf, 11));
+	w.fc_tag = 0;
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	saved = w.st;
+	for (i = 0; i < w.st.depth; i++)
+		if (w.st.frames[i].kind == NUPP_SMP_C)
+			ci = i;
+	ck_assert_uint_eq(w.st.frames[ci].kind, NUPP_SMP_C);
+	ck_assert_uint_eq(w.st.frames[ci].ptr, 0x402000);
+	ck_assert_uint_eq(w.fc_fns + w.fc_fnfills, 0); /* no cache, no facts kept */
+
+	/* cold: every frame is read; the Lua frames fill frame entries, and the notes of
+	 * the prototypes still to be watched leave no room for the C function's facts */
+	w.fc_tag = (13ull << 22) | 5;
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+	ck_assert_uint_eq(w.fc_fns, 0);
+	/* the next walk takes its Lua frames from the cache and keeps the C function's */
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+	ck_assert_uint_ge(w.fc_fnfills, 1);
+
+	/* warm: the same stack, the C function not read */
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+	ck_assert_uint_ge(w.fc_fns, 1);
+	ck_assert_uint_eq(w.rd_fn, 2 * (10 - w.fc_hits - (w.fc_fns - 1))); /* a Lua miss: GCfunc and GCproto */
+
+	/* the VM begins a GC sweep: its facts are read again, and kept again */
+	put32(g + lo->g_sweepno, 1);
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+	ck_assert_uint_eq(w.fc_fns, 0);
+	ck_assert_uint_ge(w.fc_fnfills, 1);
+	ck_assert_uint_ge(w.rd_fn, 1);
+
+	/* that sweep freed it and another C function was made at its address: named as
+	 * it is now, then kept */
+	put64(chain_cfn + lo->fn_cf, 0x403000);
+	put32(g + lo->g_sweepno, 2);
+	for (i = 0; i < 2; i++) {
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_uint_eq(w.st.frames[ci].kind, NUPP_SMP_C);
+		ck_assert_uint_eq(w.st.frames[ci].ptr, 0x403000);
+		ck_assert_uint_eq(w.st.depth, saved.depth);
+	}
+	ck_assert_uint_ge(w.fc_fns, 1);
+
+	/* another tag (another process, a VM opened or closed): nothing kept is used */
+	w.fc_tag = (14ull << 22) | 5;
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_uint_eq(w.fc_fns, 0);
+	ck_assert_uint_eq(w.st.frames[ci].ptr, 0x403000);
+	w.fc_tag = 0;
+}
+END_TEST
+
 /* The stack key (nupp_walk_key) names each Lua frame's prototype incarnation by the free
  * generation of its block: the same whatever path the walk took (cache off, filling,
  * hits, recursion), the same after a prototype freed elsewhere, another after a frame's
@@ -1684,17 +1759,28 @@ END_TEST
 
 /* Checks the notes of the last walk of a distinct_chain (NUPP_WALK_WATCH): one for each
  * Lua frame emitted without the frame cache, in frame order, with its function and the
- * key of the entry it filled (its PC: key_*). Returns how many Lua frames the stack has. */
+ * key of the entry it filled (its PC: key_*), and one for each function's facts the walk
+ * cached (no prototype, the key fn | 1; as many as it filled). Returns how many Lua
+ * frames the stack has. */
 static __u32 check_notes(__u32 nhits)
 {
-	__u32 i, j = 0, nlua = 0;
+	__u32 i, j = 0, nlua = 0, nfn = 0;
 
 	for (i = 0; i < w.st.depth; i++)
 		nlua += w.st.frames[i].kind == NUPP_SMP_LUA;
 	ck_assert_uint_eq(nlua, nkeys);
-	ck_assert_uint_eq(w.nmet, nlua - nhits);
+	for (i = 0; i < w.nmet; i++)
+		if (w.met[i].key & 1) {
+			ck_assert_uint_eq(w.met[i].pt, 0);
+			ck_assert_uint_eq(w.met[i].key, nupp_walk_fc_fn_key(w.met[i].fn));
+			nfn++;
+		}
+	ck_assert_uint_eq(nfn, w.fc_fnfills);
+	ck_assert_uint_eq(w.nmet - nfn, nlua - nhits);
 	for (i = 0, nlua = 0; i < w.st.depth && j < w.nmet; i++) {
-		if (w.st.frames[i].kind != NUPP_SMP_LUA)
+		while (j < w.nmet && (w.met[j].key & 1))
+			j++;
+		if (j == w.nmet || w.st.frames[i].kind != NUPP_SMP_LUA)
 			continue;
 		nlua++;
 		if (w.st.frames[i].ptr != w.met[j].pt)
@@ -1703,6 +1789,8 @@ static __u32 check_notes(__u32 nhits)
 		ck_assert_uint_eq(w.met[j].key, key_pc[nkeys - nlua]);
 		j++;
 	}
+	while (j < w.nmet && (w.met[j].key & 1))
+		j++;
 	ck_assert_uint_eq(j, w.nmet); /* every note is of a frame, in order */
 	return nkeys;
 }
@@ -1753,7 +1841,7 @@ START_TEST(walk_notes_the_prototypes_of_the_frames_it_read)
 	ck_assert_uint_eq(w.unwatched, 1);
 	/* the next walk starts afresh: its notes are its own */
 	ck_assert_int_eq(walk(&r, 100), NUPP_WALK_DONE);
-	ck_assert_uint_eq(w.fc_hits + w.nmet, 82);
+	ck_assert_uint_eq(w.fc_hits + w.nmet - w.fc_fnfills, 82); /* and its functions cached */
 	w.fc_tag = 0;
 }
 END_TEST
@@ -1793,6 +1881,7 @@ int main(void)
 	tcase_add_test(tc, walk_frame_cache_follows_prototypes_freed_and_frames_changed);
 	tcase_add_test(tc, walk_frame_cache_count_of_frees_does_not_wrap_into_a_skip);
 	tcase_add_test(tc, walk_frame_cache_and_recursion_give_the_same_stack);
+	tcase_add_test(tc, walk_function_facts_are_kept_until_the_vm_begins_a_gc_sweep);
 	tcase_add_test(tc, walk_stack_key_moves_only_with_the_frames_prototypes);
 	tcase_add_test(tc, walk_notes_the_prototypes_of_the_frames_it_read);
 	suite_add_tcase(su, tc);
