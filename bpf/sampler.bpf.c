@@ -151,9 +151,22 @@ struct {
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
 	__uint(max_entries, 16384);
-	__uint(key_size, sizeof(__u64));
-	__uint(value_size, sizeof(struct nupp_smp_stack));
+	__type(key, __u64);
+	__type(value, __u32); /* NUPP_SMP_STACK_SENT */
 } stacks SEC(".maps");
+
+/* The stacks themselves (struct nupp_smp_stack_rec, up to their depth), sent once per
+ * buffer: a copy of the frames used, not of a value as large as the deepest stack, and
+ * userspace takes them from the ring without a lookup each. No wakeups: userspace empties
+ * the ring at each drain (its size, set at load, holds the stacks of several drains). */
+struct {
+	__uint(type, BPF_MAP_TYPE_RINGBUF);
+	__uint(max_entries, 4 * 1024 * 1024);
+} stk_ring SEC(".maps");
+
+_Static_assert(__builtin_offsetof(struct nupp_walk, st) == __builtin_offsetof(struct nupp_walk, st_key) + 8,
+	       "a stack record is st_key then st");
+_Static_assert(sizeof(struct nupp_smp_stack_rec) == 8 + sizeof(struct nupp_smp_stack), "stack record size");
 
 struct smp_counts_map {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -637,20 +650,47 @@ static __always_inline void smp_trace_seen(struct smp_scratch *s, __u32 tgid, __
 	c->seen = 1;
 }
 
-/* Counts a sample of stack st under key in cm, its buffer's counts map: 0, or -1 when a
- * map is full. */
-static __always_inline int smp_count(void *cm, struct nupp_smp_count_key *key, struct nupp_smp_stack *st,
-				     __u32 state, struct smp_wstat *ws)
+/* Sends the stack of walk w (its key set) on the stack ring, up to its depth: 0, or -1
+ * when the ring is full. */
+static __always_inline int smp_stack_send(struct nupp_walk *w)
+{
+	__u32 d = w->st.depth;
+	__u64 size;
+
+	if (d > NUPP_SMP_MAX_DEPTH)
+		d = NUPP_SMP_MAX_DEPTH;
+	size = 8 + NUPP_SMP_STACK_SIZE(d);
+	if (size > sizeof(struct nupp_smp_stack_rec))
+		return -1;
+	return bpf_ringbuf_output(&stk_ring, &w->st_key, size, BPF_RB_NO_WAKEUP) ? -1 : 0;
+}
+
+/* Counts a sample of the stack of walk w under key in cm, its buffer's counts map: 0, or
+ * -1 when a map or the stack ring is full. */
+static __always_inline int smp_count(void *cm, struct nupp_smp_count_key *key, struct nupp_walk *w, __u32 state,
+				     struct smp_wstat *ws)
 {
 	struct nupp_smp_count *c = bpf_map_lookup_elem(cm, key), init = {};
+	__u32 sent = NUPP_SMP_STACK_SENT;
 	int err;
 
 	if (!c) {
-		err = bpf_map_update_elem(&stacks, &key->stack, st, BPF_NOEXIST);
-		if (err && err != -17 /* EEXIST: stored before */)
+		err = bpf_map_update_elem(&stacks, &key->stack, &sent, BPF_NOEXIST);
+		if (err && err != -17 /* EEXIST: sent before */)
 			return -1;
-		if (!err && ws)
-			ws->v[NUPP_SMP_WS_NEWSTACK]++;
+		if (!err) {
+			/* Sent before its first count (both within this sample, which a drain
+			 * waits for): a buffer's counts never name a stack userspace cannot
+			 * have. Not sent: not marked sent either (another CPU's sample of it
+			 * in between is counted, and lost unnamed at the drain). */
+			w->st_key = key->stack;
+			if (smp_stack_send(w)) {
+				bpf_map_delete_elem(&stacks, &key->stack);
+				return -1;
+			}
+			if (ws)
+				ws->v[NUPP_SMP_WS_NEWSTACK]++;
+		}
 		/* A new count is created holding this sample: no lookup after. EEXIST (a
 		 * racing CPU created it) adds to it below; a full map fails the lookup. */
 		if (state < NUPP_SMP_NSTATES)
@@ -786,13 +826,12 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 			ws->v[NUPP_SMP_WS_COPY_NS] += bpf_ktime_get_ns() - t1;
 	}
 	state = nupp_walk_state(&s->lo, vmstate);
-	/* A counted stack was stored before its count was created: one lookup in the
-	 * common case. A new one is stored first, with BPF_NOEXIST: a stack stored already
-	 * (another thread's or zone's count, another CPU) fails at once, found in its
-	 * bucket before anything is copied, so it is not looked up before (a count not
-	 * found is nearly always a new stack). Each buffer holds the stacks of its counts
-	 * (userspace empties both maps of a buffer together). */
-	if ((buf & 1) ? smp_count(&counts1, &key, &s->w.st, state, ws) : smp_count(&counts0, &key, &s->w.st, state, ws))
+	/* A counted stack was sent before its count was created: one lookup in the common
+	 * case. A new one is marked sent first, with BPF_NOEXIST: a stack sent already
+	 * (another thread's or zone's count, another CPU) fails at once, so it is not looked
+	 * up before (a count not found is nearly always a new stack). Each buffer has its
+	 * stacks sent for its counts (userspace empties both maps of a buffer together). */
+	if ((buf & 1) ? smp_count(&counts1, &key, &s->w, state, ws) : smp_count(&counts0, &key, &s->w, state, ws))
 		return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
 	if (time_stats && ws) {
 		ws->v[NUPP_SMP_WS_STORE_NS] += bpf_ktime_get_ns() - t1;

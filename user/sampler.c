@@ -69,6 +69,8 @@ struct nupp_sampler {
 	int pfd[SMP_MAX_CPUS];
 	struct bpf_link *plink[SMP_MAX_CPUS];
 	struct ring_buffer *rb;
+	struct ring_buffer *stk_rb; /* the stacks sent (stk_ring), emptied at each drain */
+	__u64 stk_lost;             /* stack records refused (malformed; out of memory) */
 	struct bpf_link *flink[SMP_FOL_PROGS]; /* the process follower's programs, once attached */
 	bool fol_ring;             /* its ring buffer is read with the sampler's */
 	struct smp_target targets[NUPP_SMP_MAX_TARGETS];
@@ -231,6 +233,49 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size);
 
 /* Ring buffer callback: handles the event; once the poll's budget is spent, stops the
  * poll (libbpf has consumed this event already; the rest wait for the next poll). */
+static __u32 smp_walk_depth(const struct nupp_sampler *s);
+static struct smp_stk *smp_stk_get(struct nupp_sampler *s, __u64 k);
+static struct smp_stk *smp_stk_add(struct nupp_sampler *s, __u64 k, const struct nupp_smp_stack *rec, size_t size);
+
+/* A stack the sampler sent (struct nupp_smp_stack_rec, up to its depth): held for its key
+ * (a drain finds it there when it counts it), unless held already. */
+static int smp_on_stack(void *ctx, void *data, size_t size)
+{
+	struct nupp_sampler *s = ctx;
+	const struct nupp_smp_stack_rec *r = data;
+	size_t hdr = offsetof(struct nupp_smp_stack_rec, st) + offsetof(struct nupp_smp_stack, frames);
+	const struct nupp_smp_stack *st = &r->st;
+	__u32 depth;
+
+	if (size < hdr || r->st.depth > NUPP_SMP_MAX_DEPTH ||
+	    hdr + (size_t)r->st.depth * sizeof(r->st.frames[0]) > size) {
+		s->stk_lost++;
+		return 0;
+	}
+	if (smp_stk_get(s, r->key))
+		return 0;
+	/* Held with at most the frames asked for (the walk takes one more when it fits). */
+	depth = r->st.depth > smp_walk_depth(s) ? smp_walk_depth(s) : r->st.depth;
+	if (depth != r->st.depth) {
+		/* The ring's copy is read-only: hold a trimmed one. */
+		struct nupp_smp_stack *t = malloc(NUPP_SMP_STACK_SIZE(depth));
+
+		if (!t) {
+			s->stk_lost++;
+			return 0;
+		}
+		memcpy(t, st, NUPP_SMP_STACK_SIZE(depth));
+		t->depth = depth;
+		if (!smp_stk_add(s, r->key, t, NUPP_SMP_STACK_SIZE(depth)))
+			s->stk_lost++;
+		free(t);
+		return 0;
+	}
+	if (!smp_stk_add(s, r->key, st, NUPP_SMP_STACK_SIZE(depth)))
+		s->stk_lost++;
+	return 0;
+}
+
 static int smp_on_event(void *ctx, void *data, size_t size)
 {
 	struct nupp_sampler *s = ctx;
@@ -289,6 +334,21 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 		}
 		break;
 	}
+}
+
+/* The stack ring's size: the stacks of half a second (a drain period) of samples on
+ * every CPU at the rate asked for, each a new stack of the full depth, as a power of two
+ * between 1 and 64 MB. */
+static __u32 smp_stk_ring_size(const struct nupp_sampler *s)
+{
+	int ncpu = libbpf_num_possible_cpus();
+	__u64 want = (__u64)(s->opts.freq_hz ? s->opts.freq_hz : 1000) * (__u64)(ncpu > 0 ? ncpu : 1) *
+		     (8 + NUPP_SMP_STACK_SIZE(smp_walk_depth(s))) / 2;
+	__u32 size = 1u << 20;
+
+	while (size < want && size < (64u << 20))
+		size <<= 1;
+	return size;
 }
 
 /* Sizes the frame cache: NUPP_SMP_FC_ENTRIES for each possible CPU (the first
@@ -369,11 +429,10 @@ struct nupp_sampler *nupp_smp_open(const struct nupp_sampler_opts *opts, int fol
 			bpf_map__set_max_entries(maps[i], NUPP_SMP_NBUF * max_stacks);
 		for (i = 0; i < (int)NUPP_ARRAY_SIZE(cmaps); i++)
 			bpf_map__set_max_entries(cmaps[i], max_stacks);
-		/* A stack value holds the frames of the depth asked for, no more. */
-		bpf_map__set_value_size(s->skel->maps.stacks, NUPP_SMP_STACK_SIZE(smp_walk_depth(s)));
-		/* Stacks are allocated as they are stored: preallocating 2 x max_stacks values
-		 * of ~2 KB took 30-50 ms of the load and ~70 MB of kernel memory. */
+		/* The marks of stacks sent are allocated as they are made (preallocating 2 x
+		 * max_stacks of them costs every start, for stacks most runs never meet). */
 		bpf_map__set_map_flags(s->skel->maps.stacks, bpf_map__map_flags(s->skel->maps.stacks) | BPF_F_NO_PREALLOC);
+		bpf_map__set_max_entries(s->skel->maps.stk_ring, smp_stk_ring_size(s));
 	}
 	e = smp_size_fcache(s->skel);
 	if (e)
@@ -424,9 +483,10 @@ struct nupp_sampler *nupp_smp_open(const struct nupp_sampler_opts *opts, int fol
 		}
 	}
 	s->rb = ring_buffer__new(bpf_map__fd(s->skel->maps.events), smp_on_event, s, NULL);
-	if (!s->rb) {
+	s->stk_rb = s->rb ? ring_buffer__new(bpf_map__fd(s->skel->maps.stk_ring), smp_on_stack, s, NULL) : NULL;
+	if (!s->rb || !s->stk_rb) {
 		e = -errno;
-		nupp_fail(e, "cannot open the sampler's event ring buffer: %s", strerror(-e));
+		nupp_fail(e, "cannot open the sampler's ring buffers: %s", strerror(-e));
 		goto fail;
 	}
 	return s;
@@ -1472,7 +1532,6 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	struct nupp_smp_count *cvals = NULL;
 	struct nupp_smp_host_key *hkeys = NULL;
 	__u64 *hvals = NULL;
-	struct nupp_smp_stack *st = malloc(sizeof(*st));
 	struct smp_row *rows = NULL;
 	size_t nrows = 0, i;
 	long nkeys = 0, nhosts = 0;
@@ -1481,10 +1540,8 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	__u32 r;
 	int e = 0;
 
-	if (!st || ncpu <= 0) {
-		free(st);
+	if (ncpu <= 0)
 		return -ENOMEM;
-	}
 	s->ev_handled = 0;
 	smp_consume(s, SMP_DRAIN_EVENTS);
 	/* Every sample counted from now on has a prototype generation >= pgen. */
@@ -1516,6 +1573,9 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	 * with nothing writing it (no count is lost to the reading). */
 	old = smp_flip(s);
 	s->drains++;
+	/* Every stack this buffer counted was sent before its count (no sample of the buffer
+	 * is in flight now): held from here on. */
+	ring_buffer__consume(s->stk_rb);
 	cfd = bpf_map__fd(old ? s->skel->maps.counts1 : s->skel->maps.counts0);
 	sfd = bpf_map__fd(s->skel->maps.stacks);
 	hfd = bpf_map__fd(s->skel->maps.hosts);
@@ -1545,10 +1605,11 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		struct smp_stk *c = smp_stk_get(s, keys[i].stack);
 
 		row->c = cvals[i];
-		/* BPF stores a stack in the buffer before its first count there (or keeps
-		 * the one stored for an earlier count, which is held here). The same stack
-		 * held for the other buffer (the same hash of the same frames) is not read
-		 * again: each buffer stores its own, so that either can be emptied alone. */
+		/* BPF sends a stack for the buffer before its first count there (or sent it
+		 * for an earlier count): held here. When its record was lost (the ring was
+		 * full, or out of memory), the same stack held for the other buffer (the
+		 * same hash of the same frames) serves: each buffer has its own sent, so
+		 * that either can be emptied alone. */
 		if (!c) {
 			struct smp_stk *o = smp_stk_get(s, keys[i].stack ^ NUPP_SMP_STACK_BUF);
 
@@ -1563,18 +1624,8 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 			}
 		}
 		if (!c) {
-			if (bpf_map_lookup_elem(sfd, &keys[i].stack, st)) {
-				out->lost[NUPP_LOST_SYMBOLIZE] += smp_total(&row->c);
-				continue;
-			}
-			if (st->depth > smp_walk_depth(s))
-				st->depth = smp_walk_depth(s);
-			c = smp_stk_add(s, keys[i].stack, st,
-					offsetof(struct nupp_smp_stack, frames) + st->depth * sizeof(st->frames[0]));
-			if (!c) {
-				e = -ENOMEM;
-				goto out;
-			}
+			out->lost[NUPP_LOST_SYMBOLIZE] += smp_total(&row->c);
+			continue;
 		}
 		smp_stk_used(s, c);
 		row->st = c->rec; /* held until a later drain: this one counted it */
@@ -1611,8 +1662,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		__u64 *sk = NULL;
 		void *sv = NULL;
 
-		if (smp_take(sfd, sizeof(__u64), NUPP_SMP_STACK_SIZE(smp_walk_depth(s)), smp_stack_of, old, (void **)&sk,
-			     &sv) >= 0) {
+		if (smp_take(sfd, sizeof(__u64), sizeof(__u32), smp_stack_of, old, (void **)&sk, &sv) >= 0) {
 			free(sk);
 			free(sv);
 		}
@@ -1669,7 +1719,6 @@ out:
 	free(cvals);
 	free(hkeys);
 	free(hvals);
-	free(st);
 	return e;
 }
 
@@ -1785,6 +1834,7 @@ void nupp_sampler_close(struct nupp_sampler *s)
 	for (i = 0; i < SMP_FOL_PROGS; i++)
 		bpf_link__destroy(s->flink[i]);
 	ring_buffer__free(s->rb);
+	ring_buffer__free(s->stk_rb);
 	if (s->stk_nb) {
 		smp_stk_evict(s, -1, 0, true);
 		smp_stk_evict(s, -1, 1, true);

@@ -102,6 +102,15 @@ struct nupp_smp_stack {
 #define NUPP_SMP_STACK_SIZE(depth) \
 	(sizeof(struct nupp_smp_stack) - sizeof(struct nupp_smp_frame) * (NUPP_SMP_MAX_DEPTH - (depth)))
 
+/* A stack sent on the sampler's stack ring (stk_ring) when a buffer first counts it: its
+ * key in the stacks map (with the buffer bit), then the stack up to its depth. The stacks
+ * map holds only that the stack was sent (a NUPP_SMP_STACK_SENT value). */
+struct nupp_smp_stack_rec {
+	__u64 key;
+	struct nupp_smp_stack st;
+};
+#define NUPP_SMP_STACK_SENT 1u
+
 /* A CPU's in-flight marker (odd while a sample runs there), one cache line each. */
 struct nupp_smp_inflight {
 	__u64 n;

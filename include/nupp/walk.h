@@ -262,6 +262,7 @@ struct nupp_walk {
 	unsigned char code[2 * NUPP_WALK_CODE + 256]; /* bytecode (maybe a GCproto) around a PC */
 	struct nupp_walk_fn fns[NUPP_WALK_MEMO];     /* functions met in this walk */
 	struct nupp_walk_ins insns[NUPP_WALK_MEMO];  /* CALL instructions met in this walk */
+	__u64 st_key;         /* the includer's: st's key, sent with it (nupp_smp_stack_rec) */
 	struct nupp_smp_stack st;
 	struct nupp_walk_tc tc[NUPP_WALK_TC]; /* the trace cache (kept across walks) */
 #ifdef NUPP_WALK_FC_IN_STATE

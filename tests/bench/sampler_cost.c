@@ -25,6 +25,36 @@
 
 #define COST_MAX_KEYS 65536
 
+/* The depth of each stack sent on the stack ring, by key (open addressing). */
+#define COST_STK_SLOTS (2 * COST_MAX_KEYS)
+static __u64 cost_stk_key[COST_STK_SLOTS];
+static __u32 cost_stk_depth[COST_STK_SLOTS];
+
+static __u32 cost_stk_slot(__u64 key)
+{
+	__u32 i = (__u32)((key * 0x9e3779b97f4a7c15ull) >> 40) & (COST_STK_SLOTS - 1);
+
+	while (cost_stk_key[i] && cost_stk_key[i] != key)
+		i = (i + 1) & (COST_STK_SLOTS - 1);
+	return i;
+}
+
+/* Ring callback: notes the depth of a stack sent (struct nupp_smp_stack_rec). */
+static int cost_on_stack(void *ctx, void *data, size_t size)
+{
+	const struct nupp_smp_stack_rec *r = data;
+	__u32 *n = ctx, i;
+
+	if (size < sizeof(r->key) + offsetof(struct nupp_smp_stack, frames) || !r->key || *n >= COST_MAX_KEYS)
+		return 0;
+	i = cost_stk_slot(r->key);
+	if (!cost_stk_key[i])
+		(*n)++;
+	cost_stk_key[i] = r->key;
+	cost_stk_depth[i] = r->st.depth;
+	return 0;
+}
+
 /* Sleeps ms milliseconds. */
 static void cost_sleep_ms(int ms)
 {
@@ -118,7 +148,8 @@ int main(int argc, char **argv)
 {
 	static struct nupp_smp_count_key keys[COST_MAX_KEYS];
 	static int kbuf[COST_MAX_KEYS];
-	struct nupp_smp_stack *st = malloc(sizeof(*st));
+	struct ring_buffer *stk_rb = NULL;
+	__u32 nstk = 0;
 	struct perf_event_attr a = { .size = sizeof(a), .type = PERF_TYPE_SOFTWARE,
 				     .config = PERF_COUNT_SW_CPU_CLOCK, .freq = 1 };
 	struct bpf_link *vm_link = NULL, *plink = NULL, *pf_link[COST_PROBES] = { NULL };
@@ -140,7 +171,7 @@ int main(int argc, char **argv)
 	};
 	__u64 wsum[NUPP_SMP_WS_N] = { 0 }, wsum0[NUPP_SMP_WS_N] = { 0 }, cnt0 = 0, ns0 = 0, bcnt0 = 0, bns0 = 0;
 	__u64 frees = 0;
-	int hz = 1000, want = 0, timed = 0, warm_ms = 0, gate[2], st_fd, pfd = -1, stats_fd, ncpu, i, n = 0, have = 0;
+	int hz = 1000, want = 0, timed = 0, warm_ms = 0, gate[2], pfd = -1, stats_fd, ncpu, i, n = 0, have = 0;
 	int wst = 0, rc = 1, b;
 	char bin[512], c;
 	pid_t pid;
@@ -162,7 +193,7 @@ int main(int argc, char **argv)
 		argv += 2;
 		argc -= 2;
 	}
-	if (argc < 2 || !st) {
+	if (argc < 2) {
 		fprintf(stderr, "usage: %s [-F HZ] [-e DEPTH] [-t] [-w MS] CMD [ARGS...]\n", argv[0]);
 		return 2;
 	}
@@ -201,8 +232,8 @@ int main(int argc, char **argv)
 		 * build's sampler keeps its own flags). */
 		bpf_map__set_map_flags(skel->maps.stacks, bpf_map__map_flags(skel->maps.stacks) | BPF_F_NO_PREALLOC);
 	}
-	if (skel && (bpf_map__set_value_size(skel->maps.stacks, NUPP_SMP_STACK_SIZE(NUPP_SMP_DEFAULT_DEPTH + 1)) ||
-		     sampler_bpf__load(skel))) {
+	/* The stacks of the whole run stay in the stack ring (read at the end). */
+	if (skel && (bpf_map__set_max_entries(skel->maps.stk_ring, 64u << 20) || sampler_bpf__load(skel))) {
 		sampler_bpf__destroy(skel);
 		skel = NULL;
 	}
@@ -231,7 +262,9 @@ int main(int argc, char **argv)
 		bskel->rodata->fc_ncpu = skel->rodata->fc_ncpu;
 		/* (as declared, fcache holds one CPU's entries: the base's own count) */
 		bpf_map__set_max_entries(bskel->maps.fcache, bskel->rodata->fc_ncpu * bpf_map__max_entries(bskel->maps.fcache));
-		if (bpf_map__set_value_size(bskel->maps.stacks, NUPP_SMP_STACK_SIZE(NUPP_SMP_DEFAULT_DEPTH + 1)) ||
+		/* A base that stores its stacks in the map (not on a ring) stores them whole. */
+		if ((bpf_map__value_size(bskel->maps.stacks) > 64 &&
+		     bpf_map__set_value_size(bskel->maps.stacks, NUPP_SMP_STACK_SIZE(NUPP_SMP_DEFAULT_DEPTH + 1))) ||
 		    base_bpf__load(bskel)) {
 			base_bpf__destroy(bskel);
 			bskel = NULL;
@@ -309,8 +342,11 @@ int main(int argc, char **argv)
 	memset(&info, 0, sizeof(info));
 	if (bpf_obj_get_info_by_fd(bpf_program__fd(skel->progs.nupp_sample), &info, &info_len))
 		goto out;
-	/* Samples by stack depth. */
-	st_fd = bpf_map__fd(skel->maps.stacks);
+	/* Samples by stack depth: the stacks sent. */
+	stk_rb = ring_buffer__new(bpf_map__fd(skel->maps.stk_ring), cost_on_stack, &nstk, NULL);
+	if (!stk_rb)
+		goto out;
+	ring_buffer__consume(stk_rb);
 	/* Counts of both buffers (a map each). */
 	for (b = 0; b < NUPP_SMP_NBUF; b++) {
 		int cfd = bpf_map__fd(b ? skel->maps.counts1 : skel->maps.counts0);
@@ -327,14 +363,16 @@ int main(int argc, char **argv)
 		__u64 tot = 0;
 		int j;
 
+		__u32 si = cost_stk_slot(keys[i].stack);
+
 		if (bpf_map_lookup_elem(bpf_map__fd(kbuf[i] ? skel->maps.counts1 : skel->maps.counts0), &keys[i], &cnt) ||
-		    bpf_map_lookup_elem(st_fd, &keys[i].stack, st))
+		    cost_stk_key[si] != keys[i].stack)
 			continue;
 		for (j = 0; j < NUPP_SMP_NSTATES; j++)
 			tot += cnt.n[j];
 		samples += tot;
-		if (st->depth <= NUPP_SMP_MAX_DEPTH)
-			depth_hist[st->depth] += tot;
+		if (cost_stk_depth[si] <= NUPP_SMP_MAX_DEPTH)
+			depth_hist[cost_stk_depth[si]] += tot;
 	}
 	ncpu = libbpf_num_possible_cpus();
 	for (i = 0; i < NUPP_SMP_LOST_N; i++)
@@ -386,6 +424,6 @@ out:
 	cost_detach_probes(pf_link);
 	sampler_bpf__destroy(skel);
 	close(stats_fd);
-	free(st);
+	ring_buffer__free(stk_rb);
 	return rc;
 }
