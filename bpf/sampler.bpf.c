@@ -19,8 +19,11 @@
  * of one array map (smp_fc_entry). */
 #define NUPP_WALK_FC NUPP_SMP_FC_ENTRIES
 #define NUPP_WALK_FC_ENTRY(w, i) smp_fc_entry(i)
+#define NUPP_WALK_FNC NUPP_SMP_FNC_ENTRIES
+#define NUPP_WALK_FNC_ENTRY(w, i) smp_fnc_entry(i)
 struct nupp_walk_fc;
 static __always_inline struct nupp_walk_fc *smp_fc_entry(__u32 i);
+static __always_inline struct nupp_walk_fc *smp_fnc_entry(__u32 i);
 /* The free generations of target memory blocks: global data, bumped by luajit:proto_free
  * (of a prototype met) on the freeing CPU, read by every CPU's walks (all processes
  * share it). */
@@ -37,10 +40,13 @@ __u32 pfree_gen[NUPP_WALK_PGEN];
 #define NUPP_WALK_FC_CALL_INS(w, tag, pc, ins) smp_walk_fc_call_ins(tag, pc, ins)
 #define NUPP_WALK_FC_FN_GET(w, fn, m) smp_walk_fc_fn_get(fn)
 #define NUPP_WALK_FC_FN_FILL(w, fn, m) smp_walk_fc_fn_fill(fn)
+/* What a step uses of a function (nupp_walk_func), by a global function: its memo entry. */
+#define NUPP_WALK_FUNC(w, lo, fn, out) (*(out) = &(w)->fns[nupp_walk_slot(fn)], smp_walk_func(fn))
 __noinline int smp_walk_call_ins(__u64 pc, __u32 *ins);
 __noinline int smp_walk_fc_call_ins(__u64 tag, __u64 pc, __u32 *ins);
 __noinline int smp_walk_fc_fn_get(__u64 fn);
 __noinline int smp_walk_fc_fn_fill(__u64 fn);
+__noinline int smp_walk_func(__u64 fn);
 #include "nupp/walk.h"
 #include "nupp/zone_abi.h"
 
@@ -57,6 +63,25 @@ struct {
 	__type(key, __u32);
 	__type(value, struct nupp_walk_fc);
 } fcache SEC(".maps");
+
+/* The function caches, laid out as the frame caches (NUPP_WALK_FNC each). */
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, NUPP_WALK_FNC); /* fc_ncpu * NUPP_WALK_FNC, set at load */
+	__type(key, __u32);
+	__type(value, struct nupp_walk_fc);
+} fncache SEC(".maps");
+
+/* Entry i of this CPU's function cache, or 0 (as smp_fc_entry). */
+static __always_inline struct nupp_walk_fc *smp_fnc_entry(__u32 i)
+{
+	__u32 cpu = bpf_get_smp_processor_id(), k;
+
+	if (cpu >= fc_ncpu)
+		return 0;
+	k = cpu * NUPP_WALK_FNC + (i & (NUPP_WALK_FNC - 1));
+	return bpf_map_lookup_elem(&fncache, &k);
+}
 
 /* Entry i of this CPU's frame cache, or 0 (a CPU without one: no frame is cached). No
  * sample runs inside another on one CPU (perf_event programs do not nest), so a CPU's
@@ -452,6 +477,20 @@ __noinline int smp_walk_fc_fn_fill(__u64 fn)
 		return 0;
 	nupp_walk_fc_fn_fill(&s->w, fn, &s->w.fns[nupp_walk_slot(fn)]);
 	return 0;
+}
+
+/* What this CPU's walk uses of function fn (nupp_walk_func), into its memo entry of fn: 0,
+ * 1 when fn is unreadable or not a function, 2 when its prototype is unreadable. A
+ * global function, as smp_walk_call_ins. */
+__noinline int smp_walk_func(__u64 fn)
+{
+	__u32 zero = 0;
+	struct smp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+	struct nupp_walk_fn *m = 0;
+
+	if (!s)
+		return 1;
+	return nupp_walk_func(&s->w, &s->lo, fn, &m);
 }
 
 /* bpf_loop callback: one frame of the walk. */

@@ -363,6 +363,7 @@ static int smp_size_fcache(struct sampler_bpf *skel)
 		n = NUPP_SMP_MAX_CPUS;
 	skel->rodata->fc_ncpu = (__u32)n;
 	e = bpf_map__set_max_entries(skel->maps.fcache, (__u32)n * NUPP_SMP_FC_ENTRIES);
+	e = e ? e : bpf_map__set_max_entries(skel->maps.fncache, (__u32)n * NUPP_SMP_FNC_ENTRIES);
 	return e ? nupp_fail(e, "cannot size the frame cache: %s", strerror(-e)) : 0;
 }
 

@@ -16,6 +16,8 @@
 /* Frame cache entries per CPU (2 ways a set, a power of two): the sampler's fcache map
  * holds fc_ncpu times as many, CPU c's from c * NUPP_SMP_FC_ENTRIES. */
 #define NUPP_SMP_FC_ENTRIES 16384
+/* Function cache entries per CPU (fncache, likewise): what walks read of functions. */
+#define NUPP_SMP_FNC_ENTRIES 4096
 /* The counts, stacks, host and loss maps hold two buffers: BPF counts into buffer
  * (epoch & 1), userspace flips the epoch, waits until no sample of the old buffer is in
  * flight, and reads and empties the old buffer while nothing writes it. A key says its

@@ -83,12 +83,22 @@
 #define NUPP_WALK_FC_ENTRY(w, i) (&(w)->fc[(i) & (NUPP_WALK_FC - 1)])
 #endif
 
+/* The function cache: what walks read of functions (nupp_walk_fc_fn), kept apart from
+ * the frame cache so that neither evicts the other's entries; entries of the same type. */
+#ifndef NUPP_WALK_FNC
+#define NUPP_WALK_FNC 256 /* entries, 2 ways per set (power of two) */
+#endif
+#ifndef NUPP_WALK_FNC_ENTRY
+#define NUPP_WALK_FNC_IN_STATE 1
+#define NUPP_WALK_FNC_ENTRY(w, i) (&(w)->fnc[(i) & (NUPP_WALK_FNC - 1)])
+#endif
+
 /* Prototypes met (NUPP_WALK_WATCH, defined by an includer that watches them: BPF reports
  * the free of a watched prototype only): each Lua frame a walk emits without the frame
  * cache is noted, with the key of the cache entry it filled (0: none), at most
  * NUPP_WALK_MET a walk (more: w->unwatched). */
 #ifdef NUPP_WALK_WATCH
-#define NUPP_WALK_MET 64 /* power of two */
+#define NUPP_WALK_MET 128 /* power of two: a frame's prototype and its function's facts */
 struct nupp_walk_met {
 	__u64 pt;  /* GCproto* */
 	__u64 fn;  /* the frame's GCfunc and ... */
@@ -268,6 +278,9 @@ struct nupp_walk {
 #ifdef NUPP_WALK_FC_IN_STATE
 	struct nupp_walk_fc fc[NUPP_WALK_FC]; /* the frame cache (kept across walks) */
 #endif
+#ifdef NUPP_WALK_FNC_IN_STATE
+	struct nupp_walk_fc fnc[NUPP_WALK_FNC]; /* the function cache (kept across walks) */
+#endif
 #ifdef NUPP_WALK_PGEN_IN_STATE
 	__u32 pgen[NUPP_WALK_PGEN]; /* free generations by block (kept across walks) */
 #endif
@@ -441,16 +454,6 @@ NUPP_WALK_INLINE int nupp_walk_pc_in(__u64 pc, __u64 bc, __u32 sizebc)
 }
 
 /* -- Reads shared within one walk --------------------------------------------- */
-
-/* The bytecode of the Lua function at fn, read now into fnbuf; 0 when fn is unreadable
- * or not a Lua function. */
-NUPP_WALK_INLINE __u64 nupp_walk_fn_bc(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 fn)
-{
-	if (!fn || (w->rd_fn++, NUPP_WALK_RD(w->fnbuf, NUPP_WALK_FN_READ, fn)) || w->fnbuf[lo->fn_gct & 63] != lo->gct_func ||
-	    w->fnbuf[lo->fn_ffid & 63] != lo->ff_lua)
-		return 0;
-	return nupp_walk_u64(w->fnbuf, lo->fn_pc, 63);
-}
 
 /* First entry of the frame cache set of a PC (its two ways are this and the next). */
 NUPP_WALK_INLINE __u32 nupp_walk_fc_set(__u64 pc)
@@ -653,7 +656,7 @@ NUPP_WALK_INLINE int nupp_walk_call_ins(struct nupp_walk *w, const struct nupp_l
 	return 0;
 }
 
-/* What a walk read of a function, kept in the frame cache too: the facts of a GCfunc
+/* What a walk read of a function, kept in the function cache: the facts of a GCfunc
  * (its kind, its C function or its bytecode, and that prototype's size, first line and
  * chunk name) are immutable while it lives, and it lives from a walk that found it in a
  * frame until the VM begins a GC sweep (a function on a stack was marked before the
@@ -668,6 +671,15 @@ NUPP_WALK_INLINE __u64 nupp_walk_fc_fn_key(__u64 fn)
 	return fn | 1;
 }
 
+/* First entry of the function cache set of function fn (its two ways are this and the
+ * next). */
+NUPP_WALK_INLINE __u32 nupp_walk_fnc_set(__u64 fn)
+{
+	__u64 h = (fn >> 3) * 0x9e3779b97f4a7c15ull;
+
+	return (__u32)(h >> 40) & (NUPP_WALK_FNC - 2);
+}
+
 /* Is entry c the facts of function fn for this walk (its tag, and the VM's sweeps)? */
 NUPP_WALK_INLINE int nupp_walk_fc_fn_is(const struct nupp_walk *w, const struct nupp_walk_fc *c, __u64 tag,
 					__u64 fn)
@@ -678,13 +690,13 @@ NUPP_WALK_INLINE int nupp_walk_fc_fn_is(const struct nupp_walk *w, const struct 
 /* The cache entry of the facts of function fn valid for this walk, or 0. */
 NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_fn(struct nupp_walk *w, __u64 tag, __u64 fn)
 {
-	__u32 set = nupp_walk_fc_set(nupp_walk_fc_fn_key(fn));
-	struct nupp_walk_fc *c = NUPP_WALK_FC_ENTRY(w, set);
+	__u32 set = nupp_walk_fnc_set(fn);
+	struct nupp_walk_fc *c = NUPP_WALK_FNC_ENTRY(w, set);
 
 	w->fc_looks++;
 	if (nupp_walk_fc_fn_is(w, c, tag, fn))
 		return c;
-	c = NUPP_WALK_FC_ENTRY(w, set + 1);
+	c = NUPP_WALK_FNC_ENTRY(w, set + 1);
 	return nupp_walk_fc_fn_is(w, c, tag, fn) ? c : 0;
 }
 
@@ -702,9 +714,20 @@ NUPP_WALK_INLINE void nupp_walk_fc_fn_fill(struct nupp_walk *w, __u64 fn, const 
 	if (w->st.depth > w->max_depth || w->nmet + 1 + (w->max_depth - w->st.depth) > NUPP_WALK_MET)
 		return;
 #endif
-	c = nupp_walk_fc_way(w, w->fc_tag, fn, key);
-	if (!c)
-		return;
+	{
+		/* The entry it has, else way 0 of its set, whose entry moves to way 1 unless
+		 * it is another process's or an earlier epoch's (nupp_walk_fc_way). */
+		__u32 set = nupp_walk_fnc_set(fn);
+		struct nupp_walk_fc *c1 = NUPP_WALK_FNC_ENTRY(w, set + 1);
+
+		c = NUPP_WALK_FNC_ENTRY(w, set);
+		if (!c || !c1)
+			return;
+		if (c1->fn == fn && c1->pc == key && c1->tag == w->fc_tag)
+			c = c1;
+		else if (!(c->fn == fn && c->pc == key) && c->tag == w->fc_tag)
+			*c1 = *c;
+	}
 	c->tag = w->fc_tag;
 	c->fn = fn;
 	c->pc = key;
@@ -806,6 +829,12 @@ NUPP_WALK_INLINE int nupp_walk_func(struct nupp_walk *w, const struct nupp_lj_la
 	*out = m;
 	return 0;
 }
+
+/* The includer may take it out of line (BPF: a global function, verified once for the
+ * two places a step reads a function). */
+#ifndef NUPP_WALK_FUNC
+#define NUPP_WALK_FUNC(w, lo, fn, out) nupp_walk_func((w), (lo), (fn), (out))
+#endif
 
 /* At the bottom of a lua_State's stack: the main thread ends the walk; a coroutine
  * continues in the lua_State that resumed it via coroutine.resume/wrap (§8,
@@ -1088,8 +1117,11 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 		}
 	}
 	if (w->fc_tag && !skip && first && w->mode == NUPP_WALK_TRACE) {
-		/* A trace's start frame: keyed by its bytecode, read now (see NUPP_WALK_FC). */
-		cand = nupp_walk_fn_bc(w, lo, fn);
+		/* A trace's start frame: keyed by its bytecode, from the function's facts (kept
+		 * in the cache, else read with its prototype and kept: see NUPP_WALK_FC). */
+		struct nupp_walk_fn *m = 0;
+
+		cand = NUPP_WALK_FUNC(w, lo, fn, &m) || !m || m->ffid != lo->ff_lua ? 0 : m->ptr;
 		cand = cand ? nupp_walk_fc_start_key(cand) : 0;
 		c = cand ? nupp_walk_fc_look(w, w->fc_tag, fn, cand, 0) : 0;
 		if (c) {
@@ -1102,7 +1134,7 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 			goto step;
 		}
 	}
-	e = nupp_walk_func(w, lo, fn, &f);
+	e = NUPP_WALK_FUNC(w, lo, fn, &f);
 	if (e == 1)
 		NUPP_WALK_GOTO(window); /* unreadable or not a function */
 	if (e || !f)

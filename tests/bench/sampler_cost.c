@@ -228,6 +228,7 @@ int main(int argc, char **argv)
 		ncpu = libbpf_num_possible_cpus();
 		skel->rodata->fc_ncpu = (__u32)(ncpu < NUPP_SMP_MAX_CPUS ? ncpu : NUPP_SMP_MAX_CPUS);
 		bpf_map__set_max_entries(skel->maps.fcache, skel->rodata->fc_ncpu * NUPP_SMP_FC_ENTRIES);
+		bpf_map__set_max_entries(skel->maps.fncache, skel->rodata->fc_ncpu * NUPP_SMP_FNC_ENTRIES);
 		/* Stacks allocated as they are stored, as user/sampler.c makes the map (the base
 		 * build's sampler keeps its own flags). */
 		bpf_map__set_map_flags(skel->maps.stacks, bpf_map__map_flags(skel->maps.stacks) | BPF_F_NO_PREALLOC);

@@ -578,7 +578,8 @@ START_TEST(walk_trace_caches_give_the_same_stack_with_fewer_reads)
 			ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
 		}
 		ck_assert_uint_eq(w.fc_hits, 3);
-		ck_assert_int_eq(reads, 3); /* VM state, stack window, the start frame's GCfunc */
+		ck_assert_int_eq(reads, 2); /* VM state, stack window (the start frame's function's
+					     * facts kept) */
 
 		/* another trace made (the VM's newest serial moves), trace 3 the same: read
 		 * again, the same stack */
@@ -586,10 +587,10 @@ START_TEST(walk_trace_caches_give_the_same_stack_with_fewer_reads)
 		reads = 0;
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 		ck_assert_uint_eq(w.hash, hash);
-		ck_assert_int_eq(reads, 3 + 3); /* + J->trace and its size, the slot, the header */
+		ck_assert_int_eq(reads, 2 + 3); /* + J->trace and its size, the slot, the header */
 		reads = 0;
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
-		ck_assert_int_eq(reads, 3);
+		ck_assert_int_eq(reads, 2);
 
 		/* trace 3 is freed and another trace takes its address, number and machine
 		 * code (after a flush): it has the VM's newest serial, so it is read, and its
@@ -614,10 +615,11 @@ START_TEST(walk_trace_caches_give_the_same_stack_with_fewer_reads)
 		ck_assert_uint_eq(w.st.mcode, mcode + 0x1000);
 		ck_assert_uint_eq(w.st.flags, NUPP_SMP_F_TRACE); /* ip is not in its mcode */
 
-		/* the start frame's GCfunc now runs another prototype (a closure freed and
-		 * its memory reused, same slot and link): the function read shows it */
+		/* the start frame's GCfunc now runs another prototype (a closure freed by a GC
+		 * sweep and its memory reused, same slot and link): the function read shows it */
 		new_lua_fn(12, 70, &pt2);
 		put64(leaf + lo->fn_pc, pt2 + lo->pt_size);
+		put32(g + lo->g_sweepno, 1);
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 		ck_assert_uint_eq(w.st.frames[0].ptr, pt2);
 		ck_assert_uint_eq(w.st.frames[0].sizebc, 12);
@@ -1306,7 +1308,7 @@ START_TEST(walk_memo_and_windows_do_not_outlive_a_walk)
 END_TEST
 
 /* Frame cache keys (function, PC, link) of the Lua frames of a chain, main first. */
-static __u64 key_fn[128], key_pc[128], key_link[128];
+static __u64 key_fn[256], key_pc[256], key_link[256];
 static __u32 nkeys;
 
 /* A chain main -> f[0] -> ... -> f[n-1] -> leaf of distinct prototypes (each calls the
@@ -1352,9 +1354,15 @@ static int freed_slot[NUPP_WALK_PGEN];
  * generation of the block of its GCproto. */
 static void free_proto(__u64 pt)
 {
+	__u32 sweeps;
+
 	w.pgen[nupp_walk_pgen_slot(pt)]++;
 	w.fc_pg++; /* the process's count of frees */
 	freed_slot[nupp_walk_pgen_slot(pt)] = 1;
+	/* A prototype (and any closure of it) is freed by a GC sweep, which the VM counts
+	 * as it begins. */
+	memcpy(&sweeps, (void *)(uintptr_t)(g + lo->g_sweepno), 4);
+	put32(g + lo->g_sweepno, sweeps + 1);
 }
 
 /* The GCproto of Lua function fn (in fake memory). */
@@ -1636,16 +1644,13 @@ START_TEST(walk_function_facts_are_kept_until_the_vm_begins_a_gc_sweep)
 	ck_assert_uint_eq(w.st.frames[ci].ptr, 0x402000);
 	ck_assert_uint_eq(w.fc_fns + w.fc_fnfills, 0); /* no cache, no facts kept */
 
-	/* cold: every frame is read; the Lua frames fill frame entries, and the notes of
-	 * the prototypes still to be watched leave no room for the C function's facts */
+	/* cold: every frame is read, the Lua frames fill frame entries, and every function
+	 * read has its facts kept (the leaf, f[0..7], the C function, main) */
 	w.fc_tag = (13ull << 22) | 5;
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 	ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
 	ck_assert_uint_eq(w.fc_fns, 0);
-	/* the next walk takes its Lua frames from the cache and keeps the C function's */
-	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
-	ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
-	ck_assert_uint_ge(w.fc_fnfills, 1);
+	ck_assert_uint_eq(w.fc_fnfills, 11);
 
 	/* warm: the same stack, the C function not read */
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
@@ -1801,7 +1806,7 @@ static __u32 check_notes(__u32 nhits)
  * sample is lost) and fills no more entries (an entry must name a watched prototype). */
 START_TEST(walk_notes_the_prototypes_of_the_frames_it_read)
 {
-	__u64 fns[90], pts[90], pt_leaf, leaf, b;
+	__u64 fns[140], pts[140], pt_leaf, leaf, b;
 	struct nupp_walk_regs r;
 
 	setup();
@@ -1813,7 +1818,8 @@ START_TEST(walk_notes_the_prototypes_of_the_frames_it_read)
 	ck_assert_uint_eq(w.st.depth, 43);
 	ck_assert_uint_eq(w.fc_fills, 42);
 	ck_assert_uint_eq(check_notes(0), 42);
-	ck_assert_uint_eq(w.met[0].pt, pt_leaf);
+	ck_assert_uint_eq(w.met[0].key, nupp_walk_fc_fn_key(leaf)); /* the leaf's function's facts */
+	ck_assert_uint_eq(w.met[1].pt, pt_leaf);                   /* ... then its prototype */
 	ck_assert_uint_eq(w.unwatched, 0);
 
 	/* warm: only the frames read again (set collisions) are noted */
@@ -1828,20 +1834,20 @@ START_TEST(walk_notes_the_prototypes_of_the_frames_it_read)
 	ck_assert_uint_eq(w.nmet, 42);
 	ck_assert_uint_eq(w.met[41].key, 0);
 
-	/* 82 Lua frames read: NUPP_WALK_MET noted and filled, then unwatched */
+	/* 132 Lua frames read: NUPP_WALK_MET noted and filled, then unwatched */
 	setup();
 	leaf = new_lua_fn(30, 20, &pt_leaf);
-	b = distinct_chain(80, 0, fns, pts, leaf, ret_pc(leaf, 11));
+	b = distinct_chain(130, 0, fns, pts, leaf, ret_pc(leaf, 11));
 	r = regs_interp(b, ret_pc(leaf, 11));
 	w.fc_tag = (12ull << 22) | 77;
-	ck_assert_int_eq(walk(&r, 100), NUPP_WALK_DONE);
-	ck_assert_uint_eq(w.st.depth, 82);
+	ck_assert_int_eq(walk(&r, 200), NUPP_WALK_DONE);
+	ck_assert_uint_eq(w.st.depth, 132);
 	ck_assert_uint_eq(w.nmet, NUPP_WALK_MET);
 	ck_assert_uint_eq(w.fc_fills, NUPP_WALK_MET);
 	ck_assert_uint_eq(w.unwatched, 1);
 	/* the next walk starts afresh: its notes are its own */
-	ck_assert_int_eq(walk(&r, 100), NUPP_WALK_DONE);
-	ck_assert_uint_eq(w.fc_hits + w.nmet - w.fc_fnfills, 82); /* and its functions cached */
+	ck_assert_int_eq(walk(&r, 200), NUPP_WALK_DONE);
+	ck_assert_uint_eq(w.fc_hits + w.nmet - w.fc_fnfills, 132); /* and its functions cached */
 	w.fc_tag = 0;
 }
 END_TEST
