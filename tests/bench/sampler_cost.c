@@ -22,6 +22,13 @@
 #ifdef COST_BASE
 #include "base.skel.h"
 #endif
+/* -g: the base's function cache on or off, when it has one (built with
+ * -DCOST_BASE_HAS_FNC for a base whose sampler declares fn_cache). */
+#ifdef COST_BASE_HAS_FNC
+#define COST_BASE_FNC(b, on) ((b)->rodata->fn_cache = (__u32)(on))
+#else
+#define COST_BASE_FNC(b, on) ((void)(on))
+#endif
 
 #define COST_MAX_KEYS 65536
 
@@ -137,13 +144,14 @@ static void cost_detach_probes(struct bpf_link **l)
 		bpf_link__destroy(l[i]);
 }
 
-/* usage: sampler_cost [-F HZ] [-e DEPTH] [-t] [-w MS] CMD [ARGS...]; prints "key=value ..." lines
+/* usage: sampler_cost [-F HZ] [-e DEPTH] [-t] [-w MS] [-f 0|1] [-g 0|1] CMD [ARGS...]; prints "key=value ..." lines
  * on stdout: samples stacked, lost (by reason), samples whose stack has DEPTH frames,
  * prototypes the target freed (luajit:proto_free), and run_time_ns / run_cnt of the
  * sampling program over the target's samples only; then the walk counters (ws_*, enum
  * nupp_smp_wstat), with -t also the time in the walk and in the store (the sampler then
  * reads the clock three times a sample). With -w, the costs and counters are those from MS
- * milliseconds after the target started (its caches warm) to its end. */
+ * milliseconds after the target started (its caches warm) to its end. -f 0 (-g 0: the
+ * base's) turns the function cache off. */
 int main(int argc, char **argv)
 {
 	static struct nupp_smp_count_key keys[COST_MAX_KEYS];
@@ -172,7 +180,7 @@ int main(int argc, char **argv)
 	__u64 wsum[NUPP_SMP_WS_N] = { 0 }, wsum0[NUPP_SMP_WS_N] = { 0 }, cnt0 = 0, ns0 = 0, bcnt0 = 0, bns0 = 0;
 	__u64 frees = 0;
 	int hz = 1000, want = 0, timed = 0, warm_ms = 0, gate[2], pfd = -1, stats_fd, ncpu, i, n = 0, have = 0;
-	int wst = 0, rc = 1, b;
+	int wst = 0, rc = 1, b, fnc = 1, bfnc = 1;
 	char bin[512], c;
 	pid_t pid;
 
@@ -183,6 +191,10 @@ int main(int argc, char **argv)
 			want = atoi(argv[2]);
 		else if (!strcmp(argv[1], "-w"))
 			warm_ms = atoi(argv[2]);
+		else if (!strcmp(argv[1], "-f"))
+			fnc = atoi(argv[2]);
+		else if (!strcmp(argv[1], "-g"))
+			bfnc = atoi(argv[2]);
 		else if (!strcmp(argv[1], "-t")) {
 			timed = 1; /* no argument */
 			argv += 1;
@@ -194,7 +206,7 @@ int main(int argc, char **argv)
 		argc -= 2;
 	}
 	if (argc < 2) {
-		fprintf(stderr, "usage: %s [-F HZ] [-e DEPTH] [-t] [-w MS] CMD [ARGS...]\n", argv[0]);
+		fprintf(stderr, "usage: %s [-F HZ] [-e DEPTH] [-t] [-w MS] [-f 0|1] [-g 0|1] CMD [ARGS...]\n", argv[0]);
 		return 2;
 	}
 	if (nupp_vm_binary_for_exe(argv[1], bin, sizeof(bin))) {
@@ -224,6 +236,7 @@ int main(int argc, char **argv)
 	if (skel) {
 		skel->rodata->max_depth = NUPP_SMP_DEFAULT_DEPTH + 1;
 		skel->rodata->time_stats = (__u32)timed;
+		skel->rodata->fn_cache = (__u32)fnc;
 		/* A frame cache for every CPU, as user/sampler.c sizes it. */
 		ncpu = libbpf_num_possible_cpus();
 		skel->rodata->fc_ncpu = (__u32)(ncpu < NUPP_SMP_MAX_CPUS ? ncpu : NUPP_SMP_MAX_CPUS);
@@ -258,6 +271,7 @@ int main(int argc, char **argv)
 	bskel = base_bpf__open();
 	if (bskel) {
 		bskel->rodata->max_depth = NUPP_SMP_DEFAULT_DEPTH + 1;
+		COST_BASE_FNC(bskel, bfnc);
 		/* A frame cache for every CPU too: with the default (CPU 0 only) the base walked
 		 * the other CPUs' samples without one, and looked twice as slow. */
 		bskel->rodata->fc_ncpu = skel->rodata->fc_ncpu;
