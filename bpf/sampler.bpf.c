@@ -168,8 +168,8 @@ struct {
 	__type(value, struct smp_scratch);
 } scratch SEC(".maps");
 
-/* Stacks (by hash; the value size is set to the depth's at load) and host samples (by
- * IP) of both buffers, counts of each buffer in a map of its own (counts0, counts1:
+/* Stacks sent (by hash: a mark; the stacks go on stk_ring) and host samples (by IP) of
+ * both buffers, counts of each buffer in a map of its own (counts0, counts1:
  * userspace takes a whole map, walking its buckets once; two maps named in two branches,
  * not a map of maps, whose slots the kernel fills with an RCU grace period each): every
  * key carries its buffer (NUPP_SMP_*_BUF). */
@@ -183,7 +183,7 @@ struct {
 /* The stacks themselves (struct nupp_smp_stack_rec, up to their depth), sent once per
  * buffer: a copy of the frames used, not of a value as large as the deepest stack, and
  * userspace takes them from the ring without a lookup each. No wakeups: userspace empties
- * the ring at each drain (its size, set at load, holds the stacks of several drains). */
+ * the ring at each drain (its size, set at load, holds a second of new stacks). */
 struct {
 	__uint(type, BPF_MAP_TYPE_RINGBUF);
 	__uint(max_entries, 4 * 1024 * 1024);
@@ -708,8 +708,8 @@ static __always_inline int smp_stack_send(struct nupp_walk *w)
 	return bpf_ringbuf_output(&stk_ring, &w->st_key, size, BPF_RB_NO_WAKEUP) ? -1 : 0;
 }
 
-/* Counts a sample of the stack of walk w under key in cm, its buffer's counts map: 0, or
- * -1 when a map or the stack ring is full. */
+/* Counts a sample of the stack of walk w under key in cm, its buffer's counts map: 0, -1
+ * when a map is full, -2 when the stack ring is. */
 static __always_inline int smp_count(void *cm, struct nupp_smp_count_key *key, struct nupp_walk *w, __u32 state,
 				     struct smp_wstat *ws)
 {
@@ -729,7 +729,7 @@ static __always_inline int smp_count(void *cm, struct nupp_smp_count_key *key, s
 			w->st_key = key->stack;
 			if (smp_stack_send(w)) {
 				bpf_map_delete_elem(&stacks, &key->stack);
-				return -1;
+				return -2;
 			}
 			if (ws)
 				ws->v[NUPP_SMP_WS_NEWSTACK]++;
@@ -765,6 +765,7 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	__s32 vmstate;
 	__u64 pgen, pfrees, t0 = 0, t1 = 0;
 	__u8 fc_ok;
+	int err;
 	struct smp_wstat *ws;
 
 	/* User registers also for samples taken in kernel mode (in a syscall: the frame saved
@@ -874,8 +875,9 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	 * (another thread's or zone's count, another CPU) fails at once, so it is not looked
 	 * up before (a count not found is nearly always a new stack). Each buffer has its
 	 * stacks sent for its counts (userspace empties both maps of a buffer together). */
-	if ((buf & 1) ? smp_count(&counts1, &key, &s->w, state, ws) : smp_count(&counts0, &key, &s->w, state, ws))
-		return smp_lose(buf, NUPP_SMP_LOST_MAP_FULL);
+	err = (buf & 1) ? smp_count(&counts1, &key, &s->w, state, ws) : smp_count(&counts0, &key, &s->w, state, ws);
+	if (err)
+		return smp_lose(buf, err == -2 ? NUPP_SMP_LOST_RING_FULL : NUPP_SMP_LOST_MAP_FULL);
 	if (time_stats && ws) {
 		ws->v[NUPP_SMP_WS_STORE_NS] += bpf_ktime_get_ns() - t1;
 		ws->v[NUPP_SMP_WS_TIMED]++;

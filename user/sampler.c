@@ -91,14 +91,13 @@ struct nupp_sampler {
 	__u64 drains;
 };
 
-/* A stack record of the stacks map, held by userspace while the map keeps it for the
- * samples of its buffer that count it again: a drain reads only the stacks it does not
- * hold, and deletes from the map (each delete of a value of 2 KB costs the kernel an
- * interrupt, to give memory back) only the stacks its buffer has not counted for
- * SMP_STK_IDLE drains of it, and, when the buffer holds more than half its room, the
- * least recently counted down to three eighths. A stack is deleted only while its
- * buffer is being drained, when no count of that buffer refers to it: a sample that
- * needs it again stores it again before counting it. */
+/* A stack BPF sent for a buffer (the stack ring), held by userspace while the stacks map
+ * keeps its mark for the samples of that buffer that count it again: a drain deletes
+ * marks (and lets go of the stacks) only of stacks its buffer has not counted for
+ * SMP_STK_IDLE drains of it, and, when the buffer holds more than half its room, of the
+ * least recently counted down to three eighths. A mark is deleted only while its buffer
+ * is being drained, when no count of that buffer refers to it: a sample that needs the
+ * stack again sends it again before counting it. */
 struct smp_stk {
 	struct smp_stk *next;         /* in its hash bucket */
 	struct smp_stk *older, *newer; /* in its buffer's list, by the drain that last counted it */
@@ -231,51 +230,33 @@ static void smp_on_proto(struct nupp_sampler *s, struct smp_target *t, const str
 
 static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size);
 
-/* Ring buffer callback: handles the event; once the poll's budget is spent, stops the
- * poll (libbpf has consumed this event already; the rest wait for the next poll). */
 static __u32 smp_walk_depth(const struct nupp_sampler *s);
 static struct smp_stk *smp_stk_get(struct nupp_sampler *s, __u64 k);
 static struct smp_stk *smp_stk_add(struct nupp_sampler *s, __u64 k, const struct nupp_smp_stack *rec, size_t size);
 
 /* A stack the sampler sent (struct nupp_smp_stack_rec, up to its depth): held for its key
- * (a drain finds it there when it counts it), unless held already. */
+ * (a drain finds it there when it counts it), unless held already. One that cannot be
+ * held (malformed, or out of memory) has its mark deleted, so that BPF sends it again. */
 static int smp_on_stack(void *ctx, void *data, size_t size)
 {
 	struct nupp_sampler *s = ctx;
 	const struct nupp_smp_stack_rec *r = data;
 	size_t hdr = offsetof(struct nupp_smp_stack_rec, st) + offsetof(struct nupp_smp_stack, frames);
-	const struct nupp_smp_stack *st = &r->st;
-	__u32 depth;
 
-	if (size < hdr || r->st.depth > NUPP_SMP_MAX_DEPTH ||
-	    hdr + (size_t)r->st.depth * sizeof(r->st.frames[0]) > size) {
-		s->stk_lost++;
+	if (size < hdr)
 		return 0;
-	}
 	if (smp_stk_get(s, r->key))
 		return 0;
-	/* Held with at most the frames asked for (the walk takes one more when it fits). */
-	depth = r->st.depth > smp_walk_depth(s) ? smp_walk_depth(s) : r->st.depth;
-	if (depth != r->st.depth) {
-		/* The ring's copy is read-only: hold a trimmed one. */
-		struct nupp_smp_stack *t = malloc(NUPP_SMP_STACK_SIZE(depth));
-
-		if (!t) {
-			s->stk_lost++;
-			return 0;
-		}
-		memcpy(t, st, NUPP_SMP_STACK_SIZE(depth));
-		t->depth = depth;
-		if (!smp_stk_add(s, r->key, t, NUPP_SMP_STACK_SIZE(depth)))
-			s->stk_lost++;
-		free(t);
-		return 0;
-	}
-	if (!smp_stk_add(s, r->key, st, NUPP_SMP_STACK_SIZE(depth)))
+	if (r->st.depth > smp_walk_depth(s) || hdr + (size_t)r->st.depth * sizeof(r->st.frames[0]) > size ||
+	    !smp_stk_add(s, r->key, &r->st, NUPP_SMP_STACK_SIZE(r->st.depth))) {
 		s->stk_lost++;
+		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.stacks), &r->key);
+	}
 	return 0;
 }
 
+/* Ring buffer callback: handles the event; once the poll's budget is spent, stops the
+ * poll (libbpf has consumed this event already; the rest wait for the next poll). */
 static int smp_on_event(void *ctx, void *data, size_t size)
 {
 	struct nupp_sampler *s = ctx;
@@ -336,14 +317,14 @@ static void smp_handle_event(struct nupp_sampler *s, void *data, size_t size)
 	}
 }
 
-/* The stack ring's size: the stacks of half a second (a drain period) of samples on
- * every CPU at the rate asked for, each a new stack of the full depth, as a power of two
+/* The stack ring's size: the stacks of a second (two drain periods) of samples on every
+ * CPU at the rate asked for, each a new stack of the full depth, as a power of two
  * between 1 and 64 MB. */
 static __u32 smp_stk_ring_size(const struct nupp_sampler *s)
 {
 	int ncpu = libbpf_num_possible_cpus();
 	__u64 want = (__u64)(s->opts.freq_hz ? s->opts.freq_hz : 1000) * (__u64)(ncpu > 0 ? ncpu : 1) *
-		     (8 + NUPP_SMP_STACK_SIZE(smp_walk_depth(s))) / 2;
+		     (8 + NUPP_SMP_STACK_SIZE(smp_walk_depth(s)));
 	__u32 size = 1u << 20;
 
 	while (size < want && size < (64u << 20))
@@ -1537,7 +1518,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	size_t nrows = 0, i;
 	long nkeys = 0, nhosts = 0;
 	__u64 *vals = NULL, t0 = smp_now_us(), full = 0, walk = 0;
-	bool swept = false;
+	bool swept = false, reread = false;
 	__u32 r;
 	int e = 0;
 
@@ -1624,6 +1605,14 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 					smp_stk_name(c, o->name, o->name_tgid, o->name_cut, o->name_table);
 			}
 		}
+		/* A record not read yet: the ring's reader stops at a record reserved and not
+		 * yet committed, which a sample of the other buffer may hold for a moment
+		 * before this buffer's last ones. Read on once. */
+		if (!c && !reread) {
+			reread = true;
+			ring_buffer__consume(s->stk_rb);
+			c = smp_stk_get(s, keys[i].stack);
+		}
 		if (!c) {
 			out->lost[NUPP_LOST_SYMBOLIZE] += smp_total(&row->c);
 			continue;
@@ -1648,9 +1637,10 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 
 		if (bpf_map_lookup_elem(lfd, &idx, vals))
 			continue;
+		/* The stack ring full is reported as a full map (nothing to sweep for it). */
 		for (c2 = 0; c2 < ncpu; c2++)
-			out->lost[r] += vals[c2];
-		for (c2 = 0; r != NUPP_SMP_LOST_MAP_FULL && c2 < ncpu; c2++)
+			out->lost[r == NUPP_SMP_LOST_RING_FULL ? NUPP_LOST_MAP_FULL : r] += vals[c2];
+		for (c2 = 0; r != NUPP_SMP_LOST_MAP_FULL && r != NUPP_SMP_LOST_RING_FULL && c2 < ncpu; c2++)
 			walk += vals[c2];
 		if (r == NUPP_SMP_LOST_MAP_FULL)
 			for (c2 = 0; c2 < ncpu; c2++)

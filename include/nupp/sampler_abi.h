@@ -32,7 +32,10 @@
 #define NUPP_SMP_LOST_BAD_FRAME 2
 #define NUPP_SMP_LOST_TRUNCATED 3
 #define NUPP_SMP_LOST_MAP_FULL 4
-#define NUPP_SMP_LOST_N 5
+/* A new stack the stack ring had no room for: reported as NUPP_LOST_MAP_FULL, but its
+ * stack was not marked sent (no counts map overflowed, nothing to sweep). */
+#define NUPP_SMP_LOST_RING_FULL 5
+#define NUPP_SMP_LOST_N 6
 
 /* Frame kinds. */
 enum nupp_smp_frame_kind {

@@ -662,7 +662,8 @@ NUPP_WALK_INLINE int nupp_walk_call_ins(struct nupp_walk *w, const struct nupp_l
  * frame until the VM begins a GC sweep (a function on a stack was marked before the
  * sweep under way or allocated since: no sweep begun after it was seen has freed it).
  * An entry is keyed by the function and fn | 1 as its PC (odd: never a frame's PC nor a
- * start frame's key) and holds the VM's count of sweeps when filled (gen), the function's
+ * start frame's key) and holds its VM (each VM counts its own sweeps; a process may run
+ * several) and that VM's count of sweeps when filled (gen), the function's
  * ptr (proto), ffid (pos), chunk, sizebc and firstline; it is used while that count is
  * the VM's. A walk that fails drops what it filled (NUPP_WALK_WATCH: noted as met with
  * that key and no prototype), since its frames are not proven genuine. */
@@ -680,11 +681,14 @@ NUPP_WALK_INLINE __u32 nupp_walk_fnc_set(__u64 fn)
 	return (__u32)(h >> 40) & (NUPP_WALK_FNC - 2);
 }
 
-/* Is entry c the facts of function fn for this walk (its tag, and the VM's sweeps)? */
+/* Is entry c the facts of function fn for this walk (its tag, its VM, whose count of
+ * sweeps is its own, and that count)? An entry keeps its VM's global_State in ins (low
+ * half) and pg_ins (high half). */
 NUPP_WALK_INLINE int nupp_walk_fc_fn_is(const struct nupp_walk *w, const struct nupp_walk_fc *c, __u64 tag,
 					__u64 fn)
 {
-	return c && !((c->tag ^ tag) | (c->pc ^ nupp_walk_fc_fn_key(fn)) | (c->fn ^ fn) | (__u64)(c->gen ^ w->sweepno));
+	return c && !((c->tag ^ tag) | (c->pc ^ nupp_walk_fc_fn_key(fn)) | (c->fn ^ fn) | (__u64)(c->gen ^ w->sweepno) |
+		      ((((__u64)c->pg_ins << 32) | c->ins) ^ w->g));
 }
 
 /* The cache entry of the facts of function fn valid for this walk, or 0. */
@@ -736,9 +740,9 @@ NUPP_WALK_INLINE void nupp_walk_fc_fn_fill(struct nupp_walk *w, __u64 fn, const 
 	c->sizebc = m->sizebc;
 	c->firstline = m->firstline;
 	c->pos = (__s32)m->ffid;
-	c->ins = 0;
+	c->ins = (__u32)w->g;
 	c->gen = w->sweepno;
-	c->pg_ins = 0;
+	c->pg_ins = (__u32)(w->g >> 32);
 	w->fc_fnfills++;
 #ifdef NUPP_WALK_WATCH
 	n = &w->met[w->nmet & (NUPP_WALK_MET - 1)];

@@ -403,7 +403,7 @@ int main(int argc, char **argv)
 	       "lost_full=%llu frees=%llu run_cnt=%llu run_time_ns=%llu ns_per_run=%.0f\n",
 	       (unsigned long long)samples, n, (unsigned long long)at_depth, (unsigned long long)lost[0],
 	       (unsigned long long)lost[1], (unsigned long long)lost[2], (unsigned long long)lost[3],
-	       (unsigned long long)lost[4], (unsigned long long)frees, (unsigned long long)(info.run_cnt - cnt0),
+	       (unsigned long long)(lost[NUPP_SMP_LOST_MAP_FULL] + lost[NUPP_SMP_LOST_RING_FULL]), (unsigned long long)frees, (unsigned long long)(info.run_cnt - cnt0),
 	       (unsigned long long)(info.run_time_ns - ns0),
 	       info.run_cnt > cnt0 ? (double)(info.run_time_ns - ns0) / (double)(info.run_cnt - cnt0) : 0.0);
 #ifdef COST_BASE

@@ -1678,6 +1678,12 @@ START_TEST(walk_function_facts_are_kept_until_the_vm_begins_a_gc_sweep)
 	}
 	ck_assert_uint_ge(w.fc_fns, 1);
 
+	/* another VM of the process (whose count of sweeps is its own): not its entry */
+	ck_assert_ptr_nonnull(nupp_walk_fc_fn(&w, w.fc_tag, chain_cfn));
+	w.g ^= 0x100000;
+	ck_assert_ptr_null(nupp_walk_fc_fn(&w, w.fc_tag, chain_cfn));
+	w.g ^= 0x100000;
+
 	/* another tag (another process, a VM opened or closed): nothing kept is used */
 	w.fc_tag = (14ull << 22) | 5;
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
