@@ -1669,8 +1669,9 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 			e = -ENOMEM;
 	if (e)
 		goto out;
-	nupp_pr(NUPP_DEBUG, "drain: %zu stacks, %ld host IPs, %llu events, %llu us\n", nrows, nhosts,
-		(unsigned long long)s->ev_handled, (unsigned long long)(smp_now_us() - t0));
+	nupp_pr(NUPP_DEBUG, "drain: %zu stacks, %ld host IPs, %llu events, %llu stack records refused so far, %llu us\n",
+		nrows, nhosts, (unsigned long long)s->ev_handled, (unsigned long long)s->stk_lost,
+		(unsigned long long)(smp_now_us() - t0));
 	for (i = 0; i < nrows; i++) {
 		e = smp_add_row(&rows[i], out);
 		if (e)

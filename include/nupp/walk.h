@@ -565,13 +565,12 @@ NUPP_WALK_INLINE int nupp_walk_fc_call_ins(struct nupp_walk *w, __u64 tag, __u64
 #define NUPP_WALK_CALL_INS(w, lo, pc, ins) nupp_walk_call_ins((w), (lo), (pc), (ins))
 #endif
 
-/* The entry to fill for (fn, pc): the one it has, else way 0 of its set, whose entry
- * moves to way 1 unless it is another process's or an earlier epoch's; 0 if none. */
-NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_way(struct nupp_walk *w, __u64 tag, __u64 fn, __u64 pc)
+/* Of the two ways c0, c1 of a set, the entry to fill for (fn, pc): the one it has, else
+ * way 0, whose entry moves to way 1 unless it is another process's or an earlier
+ * epoch's; 0 if none. */
+NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_way(struct nupp_walk_fc *c0, struct nupp_walk_fc *c1, __u64 tag,
+						     __u64 fn, __u64 pc)
 {
-	__u32 set = nupp_walk_fc_set(pc);
-	struct nupp_walk_fc *c0 = NUPP_WALK_FC_ENTRY(w, set), *c1 = NUPP_WALK_FC_ENTRY(w, set + 1);
-
 	if (!c0 || !c1)
 		return 0;
 	if (c1->fn == fn && c1->pc == pc && c1->tag == tag)
@@ -579,6 +578,14 @@ NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_way(struct nupp_walk *w, __u6
 	if (!(c0->fn == fn && c0->pc == pc) && c0->tag == tag)
 		*c1 = *c0;
 	return c0;
+}
+
+/* The frame cache entry to fill for (fn, pc) (nupp_walk_way). */
+NUPP_WALK_INLINE struct nupp_walk_fc *nupp_walk_fc_way(struct nupp_walk *w, __u64 tag, __u64 fn, __u64 pc)
+{
+	__u32 set = nupp_walk_fc_set(pc);
+
+	return nupp_walk_way(NUPP_WALK_FC_ENTRY(w, set), NUPP_WALK_FC_ENTRY(w, set + 1), tag, fn, pc);
 }
 
 /* Memo slot of an address (objects are 8-byte aligned). */
@@ -711,6 +718,7 @@ NUPP_WALK_INLINE void nupp_walk_fc_fn_fill(struct nupp_walk *w, __u64 fn, const 
 {
 	__u64 key = nupp_walk_fc_fn_key(fn);
 	struct nupp_walk_fc *c;
+	__u32 set;
 
 #ifdef NUPP_WALK_WATCH
 	struct nupp_walk_met *n;
@@ -718,20 +726,10 @@ NUPP_WALK_INLINE void nupp_walk_fc_fn_fill(struct nupp_walk *w, __u64 fn, const 
 	if (w->st.depth > w->max_depth || w->nmet + 1 + (w->max_depth - w->st.depth) > NUPP_WALK_MET)
 		return;
 #endif
-	{
-		/* The entry it has, else way 0 of its set, whose entry moves to way 1 unless
-		 * it is another process's or an earlier epoch's (nupp_walk_fc_way). */
-		__u32 set = nupp_walk_fnc_set(fn);
-		struct nupp_walk_fc *c1 = NUPP_WALK_FNC_ENTRY(w, set + 1);
-
-		c = NUPP_WALK_FNC_ENTRY(w, set);
-		if (!c || !c1)
-			return;
-		if (c1->fn == fn && c1->pc == key && c1->tag == w->fc_tag)
-			c = c1;
-		else if (!(c->fn == fn && c->pc == key) && c->tag == w->fc_tag)
-			*c1 = *c;
-	}
+	set = nupp_walk_fnc_set(fn);
+	c = nupp_walk_way(NUPP_WALK_FNC_ENTRY(w, set), NUPP_WALK_FNC_ENTRY(w, set + 1), w->fc_tag, fn, key);
+	if (!c)
+		return;
 	c->tag = w->fc_tag;
 	c->fn = fn;
 	c->pc = key;
