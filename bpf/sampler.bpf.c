@@ -72,28 +72,30 @@ struct {
 	__type(value, struct nupp_walk_fc);
 } fncache SEC(".maps");
 
-/* Entry i of this CPU's function cache, or 0 (as smp_fc_entry). */
-static __always_inline struct nupp_walk_fc *smp_fnc_entry(__u32 i)
+/* Entry i of this CPU's part of cache map (n entries a CPU, a power of two), or 0 (a
+ * CPU without one caches nothing). No sample runs inside another on one CPU (perf_event
+ * programs do not nest), so a CPU's entries are only ever written by one walk at a time,
+ * as a per-CPU map's would be. */
+static __always_inline struct nupp_walk_fc *smp_cache_entry(void *map, __u32 n, __u32 i)
 {
 	__u32 cpu = bpf_get_smp_processor_id(), k;
 
 	if (cpu >= fc_ncpu)
 		return 0;
-	k = cpu * NUPP_WALK_FNC + (i & (NUPP_WALK_FNC - 1));
-	return bpf_map_lookup_elem(&fncache, &k);
+	k = cpu * n + (i & (n - 1));
+	return bpf_map_lookup_elem(map, &k);
 }
 
-/* Entry i of this CPU's frame cache, or 0 (a CPU without one: no frame is cached). No
- * sample runs inside another on one CPU (perf_event programs do not nest), so a CPU's
- * entries are only ever written by one walk at a time, as a per-CPU map's would be. */
+/* Entry i of this CPU's frame cache, or 0. */
 static __always_inline struct nupp_walk_fc *smp_fc_entry(__u32 i)
 {
-	__u32 cpu = bpf_get_smp_processor_id(), k;
+	return smp_cache_entry(&fcache, NUPP_WALK_FC, i);
+}
 
-	if (cpu >= fc_ncpu)
-		return 0;
-	k = cpu * NUPP_WALK_FC + (i & (NUPP_WALK_FC - 1));
-	return bpf_map_lookup_elem(&fcache, &k);
+/* Entry i of this CPU's function cache, or 0. */
+static __always_inline struct nupp_walk_fc *smp_fnc_entry(__u32 i)
+{
+	return smp_cache_entry(&fncache, NUPP_WALK_FNC, i);
 }
 
 char LICENSE[] SEC("license") = "GPL";
