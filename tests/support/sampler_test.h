@@ -10,6 +10,7 @@
 
 #include "nupp/nupp.h"
 #include "nupp/sampler.h"
+#include "nupp/sampler_abi.h"
 #include "nupp_test.h"
 
 /* A workload started gated: it opens its VMs only after the sampler is attached, and
@@ -116,6 +117,17 @@ static inline unsigned long long smp_lost(const struct nupp_sample_set *set)
 	return n;
 }
 
+/* Prints the ticks the sampler did not count because the hypervisor took the CPU
+ * (steal), so a count short of a thread's CPU time says whether steal explains it. */
+static inline void smp_print_steal(struct nupp_sampler *s)
+{
+	__u64 v[NUPP_SMP_WS_N];
+
+	if (!nupp_sampler_walk_stats(s, v, NUPP_SMP_WS_N))
+		printf("sampler: %llu ticks walked, %llu not counted (steal)\n",
+		       (unsigned long long)v[NUPP_SMP_WS_SAMPLES], (unsigned long long)v[NUPP_SMP_WS_STOLEN]);
+}
+
 /* Samples a gated workload under a fresh sampler: watch + add before it starts, drain
  * every 200 ms until it says done (what it wrote goes to line), then drain once more
  * and let it exit. Returns 0 and fills set (and the BPF cost), or -errno. */
@@ -153,6 +165,7 @@ static inline int smp_profile_line(char *const argv[], const struct nupp_sampler
 		err = nupp_sampler_drain(s, set);
 	*ns = *cnt = 0;
 	nupp_sampler_stats(s, ns, cnt);
+	smp_print_steal(s);
 	smp_run_finish(&run);
 	nupp_sampler_close(s);
 	nupp_sample_set_sort(set);
