@@ -47,6 +47,11 @@ __noinline int smp_walk_fc_call_ins(__u64 tag, __u64 pc, __u32 *ins);
 __noinline int smp_walk_fc_fn_get(__u64 fn);
 __noinline int smp_walk_fc_fn_fill(__u64 fn);
 __noinline int smp_walk_func(__u64 fn);
+/* The repeat and cache-hit loops of a step, by global functions of this CPU's walk. */
+#define NUPP_WALK_REPEAT_RUN(w) smp_walk_repeat()
+#define NUPP_WALK_CACHED_RUN(w, lo) smp_walk_cached()
+__noinline int smp_walk_repeat(void);
+__noinline int smp_walk_cached(void);
 #include "nupp/walk.h"
 #include "nupp/zone_abi.h"
 
@@ -434,6 +439,30 @@ __noinline int smp_walk_frame(void)
 	if (!s)
 		return 1;
 	return nupp_walk_step(&s->w, &s->lo);
+}
+
+/* Recursive frames of this CPU's walk taken in a row (nupp_walk_repeat): how many. A
+ * global function, verified once rather than in every state a step starts in. */
+__noinline int smp_walk_repeat(void)
+{
+	__u32 zero = 0;
+	struct smp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (!s)
+		return 0;
+	return (int)nupp_walk_repeat(&s->w);
+}
+
+/* Frame cache hits of this CPU's walk taken in a row (nupp_walk_cached): how many. A
+ * global function, as smp_walk_repeat. */
+__noinline int smp_walk_cached(void)
+{
+	__u32 zero = 0;
+	struct smp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (!s)
+		return 0;
+	return (int)nupp_walk_cached(&s->w, &s->lo);
 }
 
 /* The CALL instruction before return PC pc of this CPU's walk (nupp_walk_call_ins): a
@@ -1462,34 +1491,57 @@ static __always_inline __u64 smp_tb_get(const __u8 *base, __u32 ofs, __u32 max, 
 	return v;
 }
 
+/* The probe of smp_tb_add_fn: fn, its hash, and where the probe ended. */
+struct smp_tb_probe {
+	__u64 fn;
+	__u32 h;
+	__u32 k;    /* the slot the probe ended at */
+	__u32 done; /* 1: a free slot at k, 2: fn is there already */
+};
+
+/* bpf_loop callback: slot i of fn's probe sequence. */
+static long smp_tb_probe_cb(__u32 i, void *ctx)
+{
+	struct smp_tb_probe *pr = ctx;
+	__u32 zero = 0, k = (pr->h + i) & (SMP_FN_SLOTS - 1), x;
+	struct smp_trace_buf *b = bpf_map_lookup_elem(&trace_buf, &zero);
+
+	if (!b)
+		return 1;
+	x = b->fn_slot[k];
+	pr->k = k;
+	if (!x)
+		pr->done = 1;
+	else if (b->fn[(x - 1) & (NUPP_SMP_TRACE_FNS - 1)].fn == pr->fn)
+		pr->done = 2;
+	return pr->done ? 1 : 0;
+}
+
 /* Adds GCfunc* fn to the event's table of this CPU's trace copy once (open addressing on
  * its address: a trace's map names the same few functions in snapshot after snapshot). A
- * global function: its probe loop is verified once, not at each of its three callers. */
+ * global function: its probe loop (a bpf_loop: its body verified once) is verified once,
+ * not at each of its three callers. */
 __noinline int smp_tb_add_fn(__u64 fn)
 {
 	__u32 zero = 0;
 	struct smp_trace_buf *b = bpf_map_lookup_elem(&trace_buf, &zero);
-	__u32 h = (__u32)(((fn >> 3) * 0x9e3779b97f4a7c15ull) >> 57), i, k = 0, n, x;
+	struct smp_tb_probe pr = { .fn = fn, .h = (__u32)(((fn >> 3) * 0x9e3779b97f4a7c15ull) >> 57) };
+	__u32 n;
 
 	if (!b)
 		return 0;
 	n = b->ev.nfn;
 	if (n > NUPP_SMP_TRACE_FNS)
 		return 0; /* already more than fit */
-	for (i = 0; i < SMP_FN_SLOTS; i++) {
-		k = (h + i) & (SMP_FN_SLOTS - 1);
-		x = b->fn_slot[k];
-		if (!x)
-			break;
-		if (b->fn[(x - 1) & (NUPP_SMP_TRACE_FNS - 1)].fn == fn)
-			return 0;
-	}
-	if (n >= NUPP_SMP_TRACE_FNS || i >= SMP_FN_SLOTS) {
+	bpf_loop(SMP_FN_SLOTS, smp_tb_probe_cb, &pr, 0);
+	if (pr.done == 2)
+		return 0;
+	if (n >= NUPP_SMP_TRACE_FNS || pr.done != 1) {
 		b->ev.nfn = NUPP_SMP_TRACE_FNS + 1; /* more than fit */
 		return 0;
 	}
 	b->fn[n & (NUPP_SMP_TRACE_FNS - 1)].fn = fn;
-	b->fn_slot[k] = (__u8)(n + 1);
+	b->fn_slot[pr.k & (SMP_FN_SLOTS - 1)] = (__u8)(n + 1);
 	b->ev.nfn = n + 1;
 	return 0;
 }

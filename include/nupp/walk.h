@@ -1058,6 +1058,15 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 	return k;
 }
 
+/* The includer may run the repeat and cache-hit loops apart (in BPF, as functions the
+ * verifier checks once on their own rather than inside every step). */
+#ifndef NUPP_WALK_REPEAT_RUN
+#define NUPP_WALK_REPEAT_RUN(w) nupp_walk_repeat(w)
+#endif
+#ifndef NUPP_WALK_CACHED_RUN
+#define NUPP_WALK_CACHED_RUN(w, lo) nupp_walk_cached((w), (lo))
+#endif
+
 /* One step of the bounded walk (§4.5): emits the current frame and moves to the one
  * below. Returns 1 when the walk is over (w->result says why), 0 to continue. */
 NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_layout *lo)
@@ -1071,9 +1080,9 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	struct nupp_walk_fn *f = 0;
 	struct nupp_walk_fc *c = 0;
 
-	if (w->rep_delta && nupp_walk_repeat(w))
+	if (w->rep_delta && NUPP_WALK_REPEAT_RUN(w))
 		return 0;
-	if (nupp_walk_cached(w, lo))
+	if (NUPP_WALK_CACHED_RUN(w, lo))
 		return 0;
 	frame = w->frame;
 	skip = w->skip;
