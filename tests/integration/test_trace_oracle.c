@@ -1,6 +1,8 @@
 /* The trace channel against LuaJIT's own account: each program under tests/data/trace
  * runs with our BPF probes and with oracle.lua's jit.attach handler in the same process;
  * the two abort tables must be byte-identical CSV, by default and with include_benign. */
+#include <sys/stat.h>
+
 #include "nupp_trace_test.h"
 
 #define DATA TRACE_DATA
@@ -51,30 +53,46 @@ static void check_session(struct nupp_trace *t, struct nupp_abort_set *set, cons
 	free(theirs);
 }
 
-/* Runs tests/data/trace/<name>.lua under oracle.lua with both sessions attached from
- * before the first instruction; returns the sessions drained and checked. */
-static void run_program(const char *name, struct trace_pair *p)
+/* Runs tests/data/trace/<name>.lua under oracle.lua, by the LuaJIT binary, with both
+ * sessions attached from before the first instruction; returns the sessions drained and
+ * checked. */
+static void run_program_by(const char *binary, const char *name, struct trace_pair *p)
 {
 	char prog[512], prefix[512];
-	const char *argv[] = { DATA "oracle.lua", prefix, prog, NULL };
+	const char *argv[] = { binary, DATA "oracle.lua", prefix, prog, NULL };
+	struct nupp_trace_opts def = { .sz = sizeof(def) }, benign = { .sz = sizeof(benign), .include_benign = true };
 	int gate[2], st;
 	pid_t pid;
+	char c;
 
 	snprintf(prog, sizeof(prog), DATA "%s.lua", name);
 	snprintf(prefix, sizeof(prefix), "%s/%s", tmpdir, name);
 	ck_assert_int_eq(pipe(gate), 0);
-	pid = nupp_test_spawn_luajit(argv, gate[0]);
+	pid = fork();
+	if (pid == 0) {
+		close(gate[1]);
+		if (read(gate[0], &c, 1) < 0)
+			_exit(126);
+		execv(binary, (char **)argv);
+		_exit(127);
+	}
 	ck_assert_int_gt(pid, 0);
 	close(gate[0]);
 	memset(p, 0, sizeof(*p));
-	p->def = open_attached(false, pid);
-	p->benign = open_attached(true, pid);
+	p->def = trace_test_open(&def, binary, pid);
+	p->benign = trace_test_open(&benign, binary, pid);
 	ck_assert_int_eq(write(gate[1], "g", 1), 1);
 	close(gate[1]);
 	st = nupp_test_reap(pid, 0);
 	ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 0, "%s exited with status 0x%x", name, st);
 	check_session(p->def, &p->def_set, prefix, false);
 	check_session(p->benign, &p->benign_set, prefix, true);
+}
+
+/* run_program_by our LuaJIT. */
+static void run_program(const char *name, struct trace_pair *p)
+{
+	run_program_by(NUPP_LUAJIT, name, p);
 }
 
 /* Frees what run_program returned. */
@@ -214,6 +232,73 @@ START_TEST(trace_attach_to_running_process)
 }
 END_TEST
 
+/* Makes path a copy of our LuaJIT as a LuaJIT built before luajit:trace_abort_benign
+ * existed: the site of that probe becomes one more site of luajit:trace_abort (its USDT
+ * note renamed, its arguments moved up, the rest of its descriptor zeros), so benign
+ * aborts fire trace_abort as they did then. */
+static void make_luajit_without_benign_probe(const char *path)
+{
+	static const char old_name[] = "luajit\0trace_abort_benign"; /* provider, name */
+	static const char new_name[] = "luajit\0trace_abort";
+	size_t n, at, args, alen, i, found = 0;
+	char *buf = NULL;
+	FILE *f = fopen(NUPP_LUAJIT, "rb");
+
+	ck_assert_ptr_nonnull(f);
+	ck_assert_int_eq(fseek(f, 0, SEEK_END), 0);
+	n = (size_t)ftell(f);
+	rewind(f);
+	buf = malloc(n);
+	ck_assert_ptr_nonnull(buf);
+	ck_assert_uint_eq(fread(buf, 1, n, f), n);
+	fclose(f);
+	for (at = 0; at + sizeof(old_name) < n; at++) {
+		if (memcmp(buf + at, old_name, sizeof(old_name)) != 0) /* with the name's NUL */
+			continue;
+		args = at + sizeof(old_name);
+		alen = strnlen(buf + args, n - args);
+		ck_assert_uint_lt(args + alen, n);
+		memcpy(buf + at, new_name, sizeof(new_name));
+		memmove(buf + at + sizeof(new_name), buf + args, alen + 1);
+		for (i = at + sizeof(new_name) + alen + 1; i <= args + alen; i++)
+			buf[i] = 0;
+		found++;
+	}
+	ck_assert_uint_eq(found, 1); /* one trace_abort_benign site in our LuaJIT */
+	f = fopen(path, "wb");
+	ck_assert_ptr_nonnull(f);
+	ck_assert_uint_eq(fwrite(buf, 1, n, f), n);
+	ck_assert_int_eq(fclose(f), 0);
+	ck_assert_int_eq(chmod(path, 0755), 0);
+	free(buf);
+}
+
+/* A LuaJIT built before luajit:trace_abort_benign: attaching with include_benign skips
+ * the probe it lacks, and both tables still equal LuaJIT's own (the program tells the
+ * benign aborts by their error code and leaves them out by default). */
+START_TEST(trace_tables_equal_luajit_on_a_build_without_the_benign_probe)
+{
+	struct trace_pair p;
+	struct nupp_trace_counters c;
+	char old[512];
+
+	snprintf(old, sizeof(old), "%s/luajit-old", tmpdir);
+	make_luajit_without_benign_probe(old);
+	run_program_by(old, "lleave", &p);
+	ck_assert_uint_eq(p.def_set.n, 0);
+	ck_assert_uint_gt(rows_of(&p.benign_set, NUPP_SEV_INFO), 0);
+	/* This time the benign aborts reach the default session's program, which skips them. */
+	ck_assert_int_eq(nupp_trace_counters(p.def, &c), 0);
+	ck_assert_uint_eq(c.benign_skipped, p.benign_set.total_aborts);
+	pair_free(&p);
+	run_program_by(old, "blacklist", &p);
+	ck_assert_uint_eq(p.def_set.blacklisted, 1);
+	ck_assert_uint_eq(p.def_set.total_aborts, 11);
+	pair_free(&p);
+	unlink(old);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *s = suite_create("trace_oracle");
@@ -229,6 +314,7 @@ int main(void)
 	tcase_add_test(tc, trace_blacklist_counted_once);
 	tcase_add_test(tc, trace_benign_rows_only_with_include_benign);
 	tcase_add_test(tc, trace_attach_to_running_process);
+	tcase_add_test(tc, trace_tables_equal_luajit_on_a_build_without_the_benign_probe);
 	suite_add_tcase(s, tc);
 	sr = srunner_create(s);
 	srunner_run_all(sr, CK_VERBOSE);
