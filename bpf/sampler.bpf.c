@@ -1496,7 +1496,7 @@ struct smp_tb_probe {
 	__u64 fn;
 	__u32 h;
 	__u32 k;    /* the slot the probe ended at */
-	__u32 done; /* 1: a free slot at k, 2: fn is there already */
+	__u32 done; /* 1: a free slot at k, 2: fn is there already, 0: no free slot (or no buffer) */
 };
 
 /* bpf_loop callback: slot i of fn's probe sequence. */
@@ -1519,8 +1519,8 @@ static long smp_tb_probe_cb(__u32 i, void *ctx)
 
 /* Adds GCfunc* fn to the event's table of this CPU's trace copy once (open addressing on
  * its address: a trace's map names the same few functions in snapshot after snapshot). A
- * global function: its probe loop (a bpf_loop: its body verified once) is verified once,
- * not at each of its three callers. */
+ * global function, verified once rather than at each of its three callers; its probe is a
+ * bpf_loop, whose body is verified once rather than once per slot. */
 __noinline int smp_tb_add_fn(__u64 fn)
 {
 	__u32 zero = 0;
