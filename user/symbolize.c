@@ -595,8 +595,13 @@ int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 f
 		return 0; /* from before a reset: read from the target if it lives on */
 	p = sym_proto_alive(s, pt);
 	/* An incarnation still thought alive died before this one was born (its free event
-	 * was lost): only samples before this birth saw it. */
+	 * was lost): only samples before this birth saw it. Or it is this one, made when a
+	 * sample was named before this event was read: what was read of it from the target
+	 * in this drain may postdate its death, whose free now ends the new record instead,
+	 * so the round's names must be given again (as after a free, nupp_sym_freed). */
 	if (p) {
+		if (p->live_drain && p->live_drain == s->drain)
+			s->suspect = true;
 		sym_proto_end_at(s, p, pgen > p->lo ? pgen : p->lo + 1);
 		if (!p->mem)
 			p->unusable = true;

@@ -436,6 +436,37 @@ START_TEST(a_free_after_a_read_in_the_same_drain_names_again)
 }
 END_TEST
 
+START_TEST(a_birth_read_after_a_read_in_the_same_drain_names_again)
+{
+	char b[256];
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+
+	/* A sample named from memory before the event of its prototype's birth was read (it
+	 * was taken between the drain's read of the events and its flip): the birth ends the
+	 * record that read made, and the free that follows ends the birth's record, not
+	 * that one. The read may postdate that free: the drain names its stacks again. */
+	nupp_sym_begin(s);
+	ck_assert_int_eq(name_at(s, pm, 2, 0, b, sizeof(b)), 0);
+	ck_assert(!nupp_sym_suspect(s));
+	born(s, pm, 0, "=symtest");
+	ck_assert(nupp_sym_suspect(s));
+	freed(s, pm, 1);
+	nupp_sym_begin(s);
+	ck_assert(!nupp_sym_suspect(s));
+	/* Named again: by the birth's name and the free's copy. */
+	named_at(s, pm, 2, 0, "symtest:m");
+	nupp_sym_free(s);
+	/* Read in an earlier drain than the birth: proven by the events read after it. */
+	s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+	nupp_sym_begin(s);
+	ck_assert_int_eq(name_at(s, pm, 2, 0, b, sizeof(b)), 0);
+	nupp_sym_begin(s);
+	born(s, pm, 0, "=symtest");
+	ck_assert(!nupp_sym_suspect(s));
+	nupp_sym_free(s);
+}
+END_TEST
+
 START_TEST(a_freed_callers_string_constants_are_not_trusted)
 {
 	char b[256];
@@ -1203,6 +1234,7 @@ int main(void)
 	tcase_add_test(tc, a_freed_prototype_never_seen_alive_is_not_named);
 	tcase_add_test(tc, a_prototype_read_alive_is_named_after_its_free);
 	tcase_add_test(tc, a_free_after_a_read_in_the_same_drain_names_again);
+	tcase_add_test(tc, a_birth_read_after_a_read_in_the_same_drain_names_again);
 	tcase_add_test(tc, a_freed_callers_string_constants_are_not_trusted);
 	tcase_add_test(tc, string_constants_read_alive_outlive_the_caller);
 	tcase_add_test(tc, string_constants_are_read_with_their_prototype_and_name_after_exit);
