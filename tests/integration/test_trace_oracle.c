@@ -59,23 +59,16 @@ static void check_session(struct nupp_trace *t, struct nupp_abort_set *set, cons
 static void run_program_by(const char *binary, const char *name, struct trace_pair *p)
 {
 	char prog[512], prefix[512];
-	const char *argv[] = { binary, DATA "oracle.lua", prefix, prog, NULL };
+	const char *argv[] = { DATA "oracle.lua", prefix, prog, NULL };
 	struct nupp_trace_opts def = { .sz = sizeof(def) }, benign = { .sz = sizeof(benign), .include_benign = true };
 	int gate[2], st;
 	pid_t pid;
-	char c;
 
 	snprintf(prog, sizeof(prog), DATA "%s.lua", name);
 	snprintf(prefix, sizeof(prefix), "%s/%s", tmpdir, name);
 	ck_assert_int_eq(pipe(gate), 0);
-	pid = fork();
-	if (pid == 0) {
-		close(gate[1]);
-		if (read(gate[0], &c, 1) != 1)
-			_exit(126); /* the test gave up before attaching: do not run unprobed */
-		execv(binary, (char **)argv);
-		_exit(127);
-	}
+	/* A test that gives up before attaching closes the gate: the child does not run. */
+	pid = nupp_test_spawn(binary, argv, gate[0], gate[1]);
 	ck_assert_int_gt(pid, 0);
 	close(gate[0]);
 	memset(p, 0, sizeof(*p));

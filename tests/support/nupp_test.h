@@ -28,26 +28,36 @@ static inline void nupp_test_need_root(void)
 	}
 }
 
-/* Starts our luajit on a script (or -e code) with stdout to /dev/null; returns the PID.
- * If gate_fd >= 0 the child first blocks reading it (start it after attaching). */
-static inline pid_t nupp_test_spawn_luajit(const char *const argv_tail[], int gate_fd)
+/* Starts LuaJIT binary on a script (or -e code); returns the PID. If gate_fd >= 0 the
+ * child first blocks reading one byte from it (start it after attaching) and exits
+ * without running when none comes; gate_w >= 0 (the pipe's write end) is closed in the
+ * child first, so that the test's end reads as the end of the gate. */
+static inline pid_t nupp_test_spawn(const char *binary, const char *const argv_tail[], int gate_fd, int gate_w)
 {
 	pid_t pid = fork();
 
 	if (pid == 0) {
-		const char *argv[32] = { NUPP_LUAJIT };
+		const char *argv[32] = { binary };
 		int i;
 		char c;
 
 		for (i = 0; argv_tail[i] && i < 30; i++)
 			argv[i + 1] = argv_tail[i];
 		argv[i + 1] = NULL;
-		if (gate_fd >= 0 && read(gate_fd, &c, 1) < 0)
+		if (gate_w >= 0)
+			close(gate_w);
+		if (gate_fd >= 0 && read(gate_fd, &c, 1) != 1)
 			_exit(126);
-		execv(NUPP_LUAJIT, (char **)argv);
+		execv(binary, (char **)argv);
 		_exit(127);
 	}
 	return pid;
+}
+
+/* nupp_test_spawn of our luajit. */
+static inline pid_t nupp_test_spawn_luajit(const char *const argv_tail[], int gate_fd)
+{
+	return nupp_test_spawn(NUPP_LUAJIT, argv_tail, gate_fd, -1);
 }
 
 /* Kills and reaps a child; returns its wait status. */
