@@ -4,8 +4,12 @@
 # (tests/data/sampler/many_fns.lua: one trace inlining 28 distinct functions, each with a
 # snapshot of its own): `-v` shows every trace copied and no refusal of any reason, and
 # the samples of the trace are named from the copy: by construction each of f1 .. f28
-# does the same work, so each holds about 1/28 of the samples under hot (each within
-# 0.5x .. 1.5x of their mean), and nearly all of hot's samples are in one of them.
+# does the same work, so each holds about 1/28 of the samples under hot, and nearly all
+# of hot's samples are in one of them. Each holds 0.5x .. 2x of their mean: a snapshot
+# range named for the wrong function gives one of them about 0 and another about 2x. The
+# bound is not tighter because runs of 2 s on these VMs have put one function at 1.55x
+# (about 40 samples at once, once in tens of runs) while 40 runs in a row stayed within
+# 0.67x .. 1.36x.
 . "$(dirname "$0")/../support/lib.sh"
 need_root
 
@@ -45,7 +49,7 @@ assert inl >= 1000, f"only {inl} samples in the inlined functions"
 assert inl * 100 >= hot * 95, f"{hot - inl} of hot's {hot} samples not in an inlined function"
 mean = inl / 28
 for k, v in per.items():
-    assert 0.5 * mean <= v <= 1.5 * mean, f"{k} has {v} samples, the mean is {mean:.0f}"
+    assert 0.5 * mean <= v < 2 * mean, f"{k} has {v} samples, the mean is {mean:.0f}"
 lost = prof["meta"]["lost"]
 assert lost.get("symbolize", 0) * 100 <= hot, f"symbolize lost {lost}"
 PY
