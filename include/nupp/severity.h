@@ -10,7 +10,8 @@
 #define NUPP_TRACE_SEV_WARN 1
 #define NUPP_TRACE_SEV_INFO 2
 
-/* 1 if a TraceError is ordinary trace formation (luajit-internals.md §6.3). */
+/* 1 if a TraceError is ordinary trace formation: the JIT tries
+ * elsewhere or again, with no penalty on the code (reasons below). */
 static inline int nupp_severity_benign(__s32 err)
 {
 	switch (err) {

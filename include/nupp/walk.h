@@ -2,8 +2,10 @@
  *
  * Every read of target memory goes through NUPP_WALK_READ(dst, size, addr), which the
  * includer defines: bpf_probe_read_user in BPF, a fake-memory reader in unit tests.
- * Offsets and constants come from struct nupp_lj_layout only. The rules follow
- * luajit-internals.md §4.4 (start point) and §4.5 (bounded walk), §8 (coroutines). */
+ * Offsets and constants come from struct nupp_lj_layout only. A walk starts at the frame
+ * the VM state names (nupp_walk_start), steps down the frame links a bounded number of
+ * times (nupp_walk_step), and goes on into the coroutine that resumed the one it ends in
+ * (nupp_walk_chain). */
 #ifndef NUPP_WALK_H
 #define NUPP_WALK_H
 
@@ -152,7 +154,7 @@ enum nupp_walk_result {
 	NUPP_WALK_NOT_RUNNING = 16,
 };
 
-/* How the start frame and leaf PC were chosen (§4.4). */
+/* How the start frame and leaf PC were chosen (nupp_walk_start). */
 enum nupp_walk_mode { NUPP_WALK_MEM = 0, NUPP_WALK_REGS = 1, NUPP_WALK_TRACE = 2 };
 
 /* What the walk uses of a GCfunc (and of its GCproto for a Lua function). */
@@ -839,8 +841,8 @@ NUPP_WALK_INLINE int nupp_walk_func(struct nupp_walk *w, const struct nupp_lj_la
 #endif
 
 /* At the bottom of a lua_State's stack: the main thread ends the walk; a coroutine
- * continues in the lua_State that resumed it via coroutine.resume/wrap (§8,
- * vm_x64.dasc:1511-1536, 572-577). A coroutine whose resumer cannot be validated
+ * continues in the lua_State that resumed it via coroutine.resume/wrap
+ * (vm_x64.dasc:1511-1536, 572-577). A coroutine whose resumer cannot be validated
  * (lua_resume from C, a yield in progress) ends with a [coroutine] separator as root. */
 NUPP_WALK_INLINE int nupp_walk_chain(struct nupp_walk *w, const struct nupp_lj_layout *lo)
 {
@@ -1067,8 +1069,8 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 #define NUPP_WALK_CACHED_RUN(w, lo) nupp_walk_cached((w), (lo))
 #endif
 
-/* One step of the bounded walk (§4.5): emits the current frame and moves to the one
- * below. Returns 1 when the walk is over (w->result says why), 0 to continue. */
+/* One step of the bounded walk (NUPP_WALK_MAX_ITER steps at most): emits the current
+ * frame and moves to the one below. Returns 1 when the walk is over (w->result says why), 0 to continue. */
 NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_layout *lo)
 {
 	__u64 frame, link = 0, fn, bc = 0, pc = 0, next, hdr[2], cand = 0;
@@ -1241,7 +1243,7 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 	goto step;
 
 window:
-	/* §4.4 rule (c): in a BC_CALL/BC_RET window of the leaf, rbx is the caller's return
+	/* In a BC_CALL/BC_RET window of the leaf, rbx is the caller's return
 	 * PC: use it as the link; the caller must contain it (checked at the next frame). */
 	if (!(first && w->mode == NUPP_WALK_REGS))
 		NUPP_WALK_GOTO(bad);
@@ -1336,10 +1338,10 @@ struct nupp_walk_regs {
 	__u64 stk_top; /* end of the mapping that holds sp (the thread's stack), 0 unknown */
 };
 
-/* Where the start frame's base comes from: the rules of §4.4, or a retry. */
+/* Where the start frame's base comes from: nupp_walk_start's rules, or a retry. */
 enum nupp_walk_base {
 	NUPP_WALK_BASE_AUTO = 0, /* jit_base, else registers (rdx/rbx), else L->base */
-	NUPP_WALK_BASE_L = 1,    /* L->base (synced before calls, §4.3) */
+	NUPP_WALK_BASE_L = 1,    /* L->base (the VM stores it before it calls C) */
 	NUPP_WALK_BASE_RBP = 2,  /* rbp: BASE saved by the VM around non-syncing C helpers */
 };
 
@@ -1411,7 +1413,7 @@ NUPP_WALK_INLINE int nupp_walk_cpcall_frame(struct nupp_walk *w, const struct nu
 	return cf && !NUPP_WALK_RD(&nres, 4, cf + lo->cframe_ofs_nres) && nres < 0;
 }
 
-/* Picks the start frame and leaf PC (§4.4) and resets the walk. Returns 0, or the walk
+/* Picks the start frame and leaf PC and resets the walk. Returns 0, or the walk
  * result (READ_FAULT, BAD_FRAME) when the VM state or the chosen base is unusable. */
 NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_layout *lo, __u64 g,
 				     const struct nupp_walk_regs *r, __u32 max_depth, __u32 how, __s32 *vmstate)
@@ -1507,7 +1509,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->stk_hi = top;
 	if (how == NUPP_WALK_BASE_AUTO && jit_base) {
 		/* On a trace (also its C helpers, GC from a trace and the head window):
-		 * memory is intact from jit_base down (§5.1). */
+		 * memory is intact from jit_base down. */
 		w->mode = NUPP_WALK_TRACE;
 		w->frame = jit_base - lo->tv_size;
 		w->st.flags = NUPP_SMP_F_TRACE;
@@ -1528,7 +1530,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 		w->st.flags = NUPP_SMP_F_REGS;
 		return 0;
 	}
-	/* C, GC, EXIT, RECORD/OPT/ASM, INTERP in a C helper: L->base is synced (§4.3),
+	/* C, GC, EXIT, RECORD/OPT/ASM, INTERP in a C helper: L->base is synced,
 	 * except in the few helpers called without a sync, where rbp holds BASE. */
 	w->mode = NUPP_WALK_MEM;
 	w->strict = interp && (vms == lo->vmst_interp || !nupp_walk_cpcall_frame(w, lo, cf));
@@ -1616,7 +1618,7 @@ NUPP_WALK_INLINE int nupp_walk_is_call(__u64 code)
 }
 
 /* Records where a trace sample was: trace number, GCtrace* and its serial, mcode and
- * offset (§5.3). traces = J->trace (GCRef array); vmstate >= 0 is the running trace,
+ * offset. traces = J->trace (GCRef array); vmstate >= 0 is the running trace,
  * alive while this sample runs in it (its VM frees traces on this thread, never during
  * the sample). */
 NUPP_WALK_INLINE void nupp_walk_trace(struct nupp_walk *w, const struct nupp_lj_layout *lo, __s32 vmstate,

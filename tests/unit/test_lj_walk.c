@@ -1,5 +1,5 @@
 /* The frame walker (include/nupp/walk.h) on fake VM memory built with the real layout:
- * every frame kind, the start rules of §4.4, call/return windows, vararg pseudo-frames,
+ * every frame kind, nupp_walk_start's rules, call/return windows, vararg pseudo-frames,
  * continuation and pcall frames, traces, coroutines, and bounded, counted failures. */
 #include <check.h>
 #include <errno.h>
