@@ -144,6 +144,20 @@ static void cost_detach_probes(struct bpf_link **l)
 		bpf_link__destroy(l[i]);
 }
 
+/* Sizes each per-CPU cache map the sampler object has for ncpu CPUs, as user/sampler.c
+ * does (as declared, a cache map holds one CPU's entries: the build's own count), so a
+ * base build of another cache layout is sized as its own CLI would size it. */
+static void cost_size_caches(struct bpf_object *obj, __u32 ncpu)
+{
+	static const char *const cache[] = { "fcache", "fncache" };
+	struct bpf_map *m;
+	unsigned i;
+
+	for (i = 0; i < sizeof(cache) / sizeof(cache[0]); i++)
+		if ((m = bpf_object__find_map_by_name(obj, cache[i])))
+			bpf_map__set_max_entries(m, ncpu * bpf_map__max_entries(m));
+}
+
 /* usage: sampler_cost [-F HZ] [-e DEPTH] [-t] [-w MS] [-f 0|1] [-g 0|1] CMD [ARGS...]; prints "key=value ..." lines
  * on stdout: samples stacked, lost (by reason), samples whose stack has DEPTH frames,
  * prototypes the target freed (luajit:proto_free), and run_time_ns / run_cnt of the
@@ -240,8 +254,7 @@ int main(int argc, char **argv)
 		/* A frame cache for every CPU, as user/sampler.c sizes it. */
 		ncpu = libbpf_num_possible_cpus();
 		skel->rodata->fc_ncpu = (__u32)(ncpu < NUPP_SMP_MAX_CPUS ? ncpu : NUPP_SMP_MAX_CPUS);
-		bpf_map__set_max_entries(skel->maps.fcache, skel->rodata->fc_ncpu * NUPP_SMP_FC_ENTRIES);
-		bpf_map__set_max_entries(skel->maps.fncache, skel->rodata->fc_ncpu * NUPP_SMP_FNC_ENTRIES);
+		cost_size_caches(skel->obj, skel->rodata->fc_ncpu);
 		/* Stacks allocated as they are stored, as user/sampler.c makes the map (the base
 		 * build's sampler keeps its own flags). */
 		bpf_map__set_map_flags(skel->maps.stacks, bpf_map__map_flags(skel->maps.stacks) | BPF_F_NO_PREALLOC);
@@ -275,8 +288,7 @@ int main(int argc, char **argv)
 		/* A frame cache for every CPU too: with the default (CPU 0 only) the base walked
 		 * the other CPUs' samples without one, and looked twice as slow. */
 		bskel->rodata->fc_ncpu = skel->rodata->fc_ncpu;
-		/* (as declared, fcache holds one CPU's entries: the base's own count) */
-		bpf_map__set_max_entries(bskel->maps.fcache, bskel->rodata->fc_ncpu * bpf_map__max_entries(bskel->maps.fcache));
+		cost_size_caches(bskel->obj, bskel->rodata->fc_ncpu);
 		/* A base that stores its stacks in the map (not on a ring) stores them whole. */
 		if ((bpf_map__value_size(bskel->maps.stacks) > 64 &&
 		     bpf_map__set_value_size(bskel->maps.stacks, NUPP_SMP_STACK_SIZE(NUPP_SMP_DEFAULT_DEPTH + 1))) ||
