@@ -100,7 +100,10 @@
  * cache is noted, with the key of the cache entry it filled (0: none), at most
  * NUPP_WALK_MET a walk (more: w->unwatched). */
 #ifdef NUPP_WALK_WATCH
-#define NUPP_WALK_MET 128 /* power of two: a frame's prototype and its function's facts */
+/* A power of two, at least the deepest stack (NUPP_SMP_MAX_DEPTH): every Lua frame of a
+ * walk whose frame cache is cold is noted, and a frame not noted loses the sample. */
+#define NUPP_WALK_MET 256
+_Static_assert(NUPP_WALK_MET >= NUPP_SMP_MAX_DEPTH, "a note for every frame of the deepest stack");
 struct nupp_walk_met {
 	__u64 pt;  /* GCproto* */
 	__u64 fn;  /* the frame's GCfunc and ... */

@@ -1308,7 +1308,7 @@ START_TEST(walk_memo_and_windows_do_not_outlive_a_walk)
 END_TEST
 
 /* Frame cache keys (function, PC, link) of the Lua frames of a chain, main first. */
-static __u64 key_fn[256], key_pc[256], key_link[256];
+static __u64 key_fn[512], key_pc[512], key_link[512];
 static __u32 nkeys;
 
 /* A chain main -> f[0] -> ... -> f[n-1] -> leaf of distinct prototypes (each calls the
@@ -1808,11 +1808,11 @@ static __u32 check_notes(__u32 nhits)
 
 /* The sampler watches the prototypes of a walk's frames (their frees are reported only
  * then): the walk notes each Lua frame it read, none it took from the cache (noted when
- * its entry was filled), and past NUPP_WALK_MET notes it marks itself unwatched (the
- * sample is lost) and fills no more entries (an entry must name a watched prototype). */
+ * its entry was filled), and has room for a note of every frame of the deepest stack,
+ * however cold the cache (a frame not noted would lose the sample). */
 START_TEST(walk_notes_the_prototypes_of_the_frames_it_read)
 {
-	__u64 fns[140], pts[140], pt_leaf, leaf, b;
+	__u64 fns[300], pts[300], pt_leaf, leaf, b;
 	struct nupp_walk_regs r;
 
 	setup();
@@ -1840,20 +1840,23 @@ START_TEST(walk_notes_the_prototypes_of_the_frames_it_read)
 	ck_assert_uint_eq(w.nmet, 42);
 	ck_assert_uint_eq(w.met[41].key, 0);
 
-	/* 132 Lua frames read: NUPP_WALK_MET noted and filled, then unwatched */
+	/* 272 Lua frames, walked to the deepest stack with a cold cache: each of the
+	 * NUPP_SMP_MAX_DEPTH frames kept is noted and filled, none unwatched */
 	setup();
+	put32(mainL + lo->L_stacksize, 2048); /* 5 slots a frame */
 	leaf = new_lua_fn(30, 20, &pt_leaf);
-	b = distinct_chain(130, 0, fns, pts, leaf, ret_pc(leaf, 11));
+	b = distinct_chain(270, 0, fns, pts, leaf, ret_pc(leaf, 11));
 	r = regs_interp(b, ret_pc(leaf, 11));
 	w.fc_tag = (12ull << 22) | 77;
-	ck_assert_int_eq(walk(&r, 200), NUPP_WALK_DONE);
-	ck_assert_uint_eq(w.st.depth, 132);
-	ck_assert_uint_eq(w.nmet, NUPP_WALK_MET);
-	ck_assert_uint_eq(w.fc_fills, NUPP_WALK_MET);
-	ck_assert_uint_eq(w.unwatched, 1);
+	ck_assert_int_eq(walk(&r, NUPP_SMP_MAX_DEPTH), NUPP_WALK_DONE);
+	ck_assert_uint_eq(w.st.depth, NUPP_SMP_MAX_DEPTH);
+	ck_assert_uint_eq(w.nmet, NUPP_SMP_MAX_DEPTH);
+	ck_assert_uint_eq(w.fc_fills, NUPP_SMP_MAX_DEPTH);
+	ck_assert_uint_eq(w.unwatched, 0);
 	/* the next walk starts afresh: its notes are its own */
-	ck_assert_int_eq(walk(&r, 200), NUPP_WALK_DONE);
-	ck_assert_uint_eq(w.fc_hits + w.nmet - w.fc_fnfills, 132); /* and its functions cached */
+	ck_assert_int_eq(walk(&r, NUPP_SMP_MAX_DEPTH), NUPP_WALK_DONE);
+	ck_assert_uint_eq(w.fc_hits + w.nmet - w.fc_fnfills, NUPP_SMP_MAX_DEPTH); /* and its functions cached */
+	ck_assert_uint_eq(w.unwatched, 0);
 	w.fc_tag = 0;
 }
 END_TEST
