@@ -50,8 +50,10 @@ __noinline int smp_walk_func(__u64 fn);
 /* The repeat and cache-hit loops of a step, by global functions of this CPU's walk. */
 #define NUPP_WALK_REPEAT_RUN(w) smp_walk_repeat()
 #define NUPP_WALK_CACHED_RUN(w, lo) smp_walk_cached()
+#define NUPP_WALK_CFRAME_RUN(w, lo) smp_walk_cframe()
 __noinline int smp_walk_repeat(void);
 __noinline int smp_walk_cached(void);
+__noinline int smp_walk_cframe(void);
 #include "nupp/walk.h"
 #include "nupp/zone_abi.h"
 
@@ -463,6 +465,18 @@ __noinline int smp_walk_cached(void)
 	if (!s)
 		return 0;
 	return (int)nupp_walk_cached(&s->w, &s->lo);
+}
+
+/* The frame of a C or fast function of this CPU's walk, from its facts (nupp_walk_cframe):
+ * 1 when taken. A global function, as smp_walk_repeat. */
+__noinline int smp_walk_cframe(void)
+{
+	__u32 zero = 0;
+	struct smp_scratch *s = bpf_map_lookup_elem(&scratch, &zero);
+
+	if (!s)
+		return 0;
+	return nupp_walk_cframe(&s->w, &s->lo);
 }
 
 /* The CALL instruction before return PC pc of this CPU's walk (nupp_walk_call_ins): a

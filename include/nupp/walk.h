@@ -1063,6 +1063,55 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 	return k;
 }
 
+/* The frame of a C or fast function (pcall, xpcall, require) below a C or pcall link,
+ * when its facts are in the walk's memo or the function cache: emits exactly what
+ * nupp_walk_step would, without its reads and lookups, so that a run of cache hits
+ * (nupp_walk_cached) goes on below it in the same step. Returns 1 when it took it. */
+NUPP_WALK_INLINE int nupp_walk_cframe(struct nupp_walk *w, const struct nupp_lj_layout *lo)
+{
+	__u64 frame = w->frame, wlo = w->win_lo, tag = w->fc_tag, hdr[2], fn, link, next;
+	__u32 t, ins = 0, flua = lo->frame_lua;
+	struct nupp_walk_fc *ci;
+	struct nupp_walk_fn *m;
+
+	if (!tag || w->pc_above || w->skip || !w->iter || w->result != NUPP_WALK_RUN)
+		return 0;
+	if (frame <= w->bot || frame - 8 < wlo || frame + 8 > w->win_hi)
+		return 0;
+	__builtin_memcpy(hdr, w->win + ((frame - 8 - wlo) & (NUPP_WALK_WIN - 1)), 16);
+	fn = hdr[0] & lo->gcvmask;
+	link = hdr[1];
+	t = (link & lo->frame_type) == flua ? flua : (__u32)(link & lo->frame_typep);
+	if (fn == w->L || t == lo->frame_cont || t == lo->frame_varg)
+		return 0;
+	m = &w->fns[nupp_walk_slot(fn)];
+	if (!(m->fn == fn && m->gen == w->gen) && !NUPP_WALK_FC_FN_GET(w, fn, m))
+		return 0;
+	if (m->ffid == lo->ff_lua)
+		return 0; /* a Lua function without a PC: the full step */
+	if (t == flua) {
+		ci = nupp_walk_fc_call(w, tag, link); /* the caller's entry at this link */
+		if (!ci)
+			return 0;
+		ins = ci->ins;
+		next = frame - 8 * (2 + ((ins >> (lo->bc_a_shift & 31)) & 0xff)); /* tv_size 8, LJ_FR2 */
+	} else {
+		next = frame - (link & ~(__u64)lo->frame_typep);
+	}
+	if (next >= frame || (next & 7))
+		return 0; /* the full step says why */
+	if (nupp_walk_emit(w, m->ffid == lo->ff_c ? NUPP_SMP_C : NUPP_SMP_FF, m->ffid == lo->ff_c ? m->ptr : m->ffid,
+			   0, 0, 0, -1, (__u8)t))
+		return 1; /* a full stack: cut */
+	w->pc_above = t == flua ? link : 0;
+	w->ins_pc = w->pc_above; /* the CALL before a Lua link, for the frame below */
+	w->ins_val = ins;
+	w->rep_delta = 0; /* a repeat run goes on from a Lua frame only */
+	w->frame = next;
+	w->iter++;
+	return 1;
+}
+
 /* The includer may run the repeat and cache-hit loops apart (in BPF, as functions the
  * verifier checks once on their own rather than inside every step). */
 #ifndef NUPP_WALK_REPEAT_RUN
@@ -1070,6 +1119,9 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 #endif
 #ifndef NUPP_WALK_CACHED_RUN
 #define NUPP_WALK_CACHED_RUN(w, lo) nupp_walk_cached((w), (lo))
+#endif
+#ifndef NUPP_WALK_CFRAME_RUN
+#define NUPP_WALK_CFRAME_RUN(w, lo) nupp_walk_cframe((w), (lo))
 #endif
 
 /* One step of the bounded walk (NUPP_WALK_MAX_ITER steps at most): emits the current
@@ -1087,6 +1139,10 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 
 	if (w->rep_delta && NUPP_WALK_REPEAT_RUN(w))
 		return 0;
+	if (!w->pc_above && w->iter && !w->skip && NUPP_WALK_CFRAME_RUN(w, lo)) {
+		NUPP_WALK_CACHED_RUN(w, lo); /* and the frames below it */
+		return 0;
+	}
 	if (NUPP_WALK_CACHED_RUN(w, lo))
 		return 0;
 	frame = w->frame;

@@ -1658,6 +1658,24 @@ START_TEST(walk_function_facts_are_kept_until_the_vm_begins_a_gc_sweep)
 	ck_assert_uint_ge(w.fc_fns, 1);
 	ck_assert_uint_eq(w.rd_fn, 2 * (10 - w.fc_hits - (w.fc_fns - 1))); /* a Lua miss: GCfunc and GCproto */
 
+	/* ... and its frame taken from its facts (nupp_walk_cframe) in the step whose cache
+	 * run goes on below it: the leaf's step, a run of f[7] .. f[3], the C function and a
+	 * run of f[2] .. main, the end (4 steps; with a full step for the C function, 5) */
+	{
+		struct nupp_walk_regs rr = r;
+		__s32 vms;
+		int steps = 1;
+
+		ck_assert_int_ge(NUPP_WALK_CACHED, 5);
+		on_vm_thread(&rr);
+		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &rr, 64, NUPP_WALK_BASE_AUTO, &vms), 0);
+		while (!nupp_walk_step(&w, lo) && steps < 64)
+			steps++;
+		ck_assert_int_eq(w.result, NUPP_WALK_DONE);
+		ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+		ck_assert_int_eq(steps, 4);
+	}
+
 	/* the VM begins a GC sweep: its facts are read again, and kept again */
 	put32(g + lo->g_sweepno, 1);
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
