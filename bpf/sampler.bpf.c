@@ -176,6 +176,8 @@ struct {
 	__type(key, __u32);
 	__type(value, struct smp_scratch);
 } scratch SEC(".maps");
+/* A per-CPU map's value is at most 32 KB (the kernel's PCPU_MIN_UNIT_SIZE). */
+_Static_assert(sizeof(struct smp_scratch) <= 32768, "the per-CPU scratch must fit a per-CPU value");
 
 /* Stacks sent (by hash: a mark; the stacks go on stk_ring) and host samples (by IP) of
  * both buffers, counts of each buffer in a map of its own (counts0, counts1:

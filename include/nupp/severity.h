@@ -10,8 +10,9 @@
 #define NUPP_TRACE_SEV_WARN 1
 #define NUPP_TRACE_SEV_INFO 2
 
-/* 1 if a TraceError is ordinary trace formation: the JIT tries
- * elsewhere or again, with no penalty on the code (reasons below). */
+/* 1 if a TraceError is ordinary trace formation, not a fault in the code: the JIT tries
+ * elsewhere or again (the abort still takes the usual penalty, which RETRY alone does
+ * not, and penalties repeated at one place blacklist it: that is a blacklist, below). */
 static inline int nupp_severity_benign(__s32 err)
 {
 	switch (err) {

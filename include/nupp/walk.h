@@ -104,6 +104,7 @@
  * walk whose frame cache is cold is noted, and a frame not noted loses the sample. */
 #define NUPP_WALK_MET 256
 _Static_assert(NUPP_WALK_MET >= NUPP_SMP_MAX_DEPTH, "a note for every frame of the deepest stack");
+_Static_assert((NUPP_WALK_MET & (NUPP_WALK_MET - 1)) == 0, "notes are indexed by a mask");
 struct nupp_walk_met {
 	__u64 pt;  /* GCproto* */
 	__u64 fn;  /* the frame's GCfunc and ... */
@@ -1125,7 +1126,9 @@ NUPP_WALK_INLINE int nupp_walk_cframe(struct nupp_walk *w, const struct nupp_lj_
 #endif
 
 /* One step of the bounded walk (NUPP_WALK_MAX_ITER steps at most): emits the current
- * frame and moves to the one below. Returns 1 when the walk is over (w->result says why), 0 to continue. */
+ * frame (or, from the caches, a run of frames) and moves to the one below. Returns 1 when
+ * the walk is over (w->result says why), 0 to continue: a stack cut inside a cache run or
+ * nupp_walk_cframe ends at the next step. */
 NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_layout *lo)
 {
 	__u64 frame, link = 0, fn, bc = 0, pc = 0, next, hdr[2], cand = 0;

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # A real program nobody here wrote, against its own clock: Debian's luacheck (lua-check)
-# linting its own 54 source files five times under record -F 4999, with each of its 18
-# check stages timed by os.clock inside the target (tests/data/luacheck/stages.lua wraps
+# linting its own source files five times under record -F 4999 (no configuration file, one
+# job), with each of its check stages timed by os.clock inside the target (tests/data/luacheck/stages.lua wraps
 # every stage's run). Each stage's samples (those whose stack runs through the wrapper
 # into that stage's file) are its CPU time within 5 %, give or take the timer's own
 # spread: a stage run C times is C intervals of CPU time, each of which gets the ticks of
 # its length give or take one by where the period falls (a spread of at most sqrt(C)/2
-# samples; 4 of it are allowed). All stages together are within 2 %, the process's
+# samples; 4 of it are allowed: a check of the larger stages, those of a few samples pass
+# with any count near 0). All stages together are within 2 %, the process's
 # samples its whole CPU time within 5 %, and at most 1 % of samples are lost, none as
 # mapFull.
 . "$(dirname "$0")/../support/lib.sh"
@@ -22,7 +23,7 @@ mapfile -t files <"$TMP/files"
 
 # record exits with the target's status: luacheck's is 1 when it found warnings.
 rc=0
-"$NUPP_BPF" record -F $FREQ -o "$TMP/p.json" -- "$NUPP_LUAJIT" "$NUPP_TEST_DATA/luacheck/stages.lua" --no-cache \
+"$NUPP_BPF" record -F $FREQ -o "$TMP/p.json" -- "$NUPP_LUAJIT" "$NUPP_TEST_DATA/luacheck/stages.lua" --no-cache --no-config -j 1 \
   "${files[@]}" "${files[@]}" "${files[@]}" "${files[@]}" "${files[@]}" >/dev/null 2>"$TMP/err" || rc=$?
 [ $rc -le 1 ] && grep -q "^nupp-bpf: wrote $TMP/p.json" "$TMP/err" ||
   { cat "$TMP/err" >&2; fail "record of luacheck failed (exit $rc)"; }
@@ -36,7 +37,8 @@ stages = re.findall(r"^stage (\w+) ([\d.]+) (\d+)$", err, re.M)
 spent = {m[0]: float(m[1]) for m in stages}
 calls = {m[0]: int(m[2]) for m in stages}
 cpu = float(re.search(r"^cpu ([\d.]+)$", err, re.M).group(1))
-assert len(spent) == 18, f"luacheck reported {len(spent)} stages: {err}"
+nstages = int(re.search(r"^stages (\d+)$", err, re.M).group(1))
+assert nstages >= 10 and len(spent) == nstages, f"luacheck reported {len(spent)} of {nstages} stages: {err}"
 freq = prof["meta"]["frequencyHz"]
 assert freq == 4999, freq
 

@@ -33,7 +33,60 @@ static int fake_read(void *dst, unsigned long sz, __u64 addr)
 #define NUPP_WALK_READ(dst, sz, addr) fake_read((dst), (sz), (__u64)(addr))
 /* As the sampler includes it: the prototypes of frames read are noted. */
 #define NUPP_WALK_WATCH 1
+/* Every walk of these tests checks nupp_walk_cframe against the full step (cframe_checked). */
+struct nupp_walk;
+struct nupp_lj_layout;
+static int cframe_checked(struct nupp_walk *w, const struct nupp_lj_layout *l);
+#define NUPP_WALK_CFRAME_RUN(w, l) cframe_checked((w), (l))
 #include "nupp/walk.h"
+
+/* nupp_walk_cframe, checked: when it takes a frame, the walk it leaves is byte for byte
+ * the one the full step leaves on a copy taken before (fc_looks apart); when it refuses,
+ * the walk is as it was but for what the full step then does anyway (the memo, fc_fns,
+ * and the frame cache entries checked for this count of frees). Counted per test (each
+ * runs in a process of its own); the checked fixture fails a test with a difference. */
+static int cframe_in_ref;
+static unsigned long cframe_taken, cframe_refused, cframe_differ;
+static struct nupp_walk cframe_pre, cframe_ref;
+
+static int cframe_checked(struct nupp_walk *wk, const struct nupp_lj_layout *l)
+{
+	int k;
+
+	if (cframe_in_ref)
+		return 0;
+	cframe_pre = *wk;
+	k = nupp_walk_cframe(wk, l);
+	if (k) {
+		cframe_ref = cframe_pre;
+		cframe_in_ref = 1;
+		nupp_walk_step(&cframe_ref, l);
+		cframe_in_ref = 0;
+		cframe_ref.fc_looks = wk->fc_looks;
+		cframe_taken++;
+		if (memcmp(&cframe_ref, wk, sizeof(*wk)))
+			cframe_differ++;
+	} else {
+		cframe_ref = *wk;
+		memcpy(cframe_ref.fns, cframe_pre.fns, sizeof(cframe_ref.fns));
+		memcpy(cframe_ref.fc, cframe_pre.fc, sizeof(cframe_ref.fc));
+		cframe_ref.fc_fns = cframe_pre.fc_fns;
+		cframe_ref.fc_looks = cframe_pre.fc_looks;
+		cframe_ref.fc_pgreads = cframe_pre.fc_pgreads;
+		cframe_ref.fc_stale = cframe_pre.fc_stale;
+		cframe_refused++;
+		if (memcmp(&cframe_ref, &cframe_pre, sizeof(*wk)))
+			cframe_differ++;
+	}
+	return k;
+}
+
+/* The checked fixture after each test: no walk of it saw nupp_walk_cframe differ. */
+static void cframe_none_differ(void)
+{
+	ck_assert_msg(!cframe_differ, "nupp_walk_cframe differed from the full step %lu times (%lu taken, %lu refused)",
+		      cframe_differ, cframe_taken, cframe_refused);
+}
 
 extern const struct nupp_lj_layout luajit_bpf_layout;
 static const struct nupp_lj_layout *lo = &luajit_bpf_layout;
@@ -1880,6 +1933,92 @@ START_TEST(walk_notes_the_prototypes_of_the_frames_it_read)
 END_TEST
 
 /* Runs the suite. */
+/* A small deterministic generator for the random stacks below. */
+static __u64 rnd_state = 12345;
+
+static __u32 rnd(__u32 n)
+{
+	rnd_state = rnd_state * 6364136223846793005ull + 1442695040888963407ull;
+	return (__u32)(rnd_state >> 33) % n;
+}
+
+/* Random stacks of Lua, C and fast functions, dummy frames, and every link type (Lua,
+ * C, pcall, cp, pcallh, vararg, continuation, some with bad offsets), walked with a
+ * small or the default depth: nupp_walk_cframe takes C and fast functions' frames as
+ * the full step would (cframe_checked, on every step of every walk), refuses the rest,
+ * and a warm walk gives the cold walk's stack. */
+START_TEST(walk_cframe_is_the_full_step_on_random_stacks)
+{
+	static const int link_kind[] = { 1, 6, 5, 3, 2, 7 };
+	struct nupp_smp_stack cold;
+	__u64 lf[4], cf[2], ff[2], leaf, base, link, prev, fn;
+	__u32 it, n, i, j, k, depth, pass, t;
+	int rc, prev_lua;
+
+	for (it = 0; it < 3000; it++) {
+		setup();
+		for (i = 0; i < 4; i++)
+			lf[i] = new_lua_fn(30, 100 + (__s32)i, NULL);
+		for (i = 0; i < 2; i++)
+			cf[i] = new_c_fn(lo->ff_c, 0x402000 + i);
+		for (i = 0; i < 2; i++)
+			ff[i] = new_c_fn((__u8)(20 + i), 0);
+		leaf = new_lua_fn(30, 20, NULL);
+		base = stack0 + 32;
+		prev = lf[0];
+		frame(base, prev, 0x18 | lo->frame_cp);
+		n = 1 + rnd(30);
+		for (i = 0; i < n; i++) {
+			k = rnd(10);
+			fn = k < 4 ? lf[rnd(4)] : k < 7 ? cf[rnd(2)] : k < 9 ? ff[rnd(2)] : rnd(3) ? mainL : lf[0];
+			for (j = 0, prev_lua = 0; j < 4; j++)
+				prev_lua |= prev == lf[j];
+			k = rnd(12);
+			if (prev_lua && k < 7) {
+				link = ret_pc(prev, 1 + rnd(20));
+			} else if (k < 8) {
+				link = ret_pc(lf[rnd(4)], 1 + rnd(20));
+			} else {
+				j = (__u32)link_kind[rnd(6)];
+				t = j == 1 ? lo->frame_c : j == 6 ? lo->frame_pcall : j == 5 ? lo->frame_cp :
+				    j == 3 ? lo->frame_varg : j == 2 ? lo->frame_cont : lo->frame_pcallh;
+				link = (rnd(20) ? 40 : 8 * rnd(8)) | t;
+			}
+			base = callee(base);
+			frame(base, fn, link);
+			if ((link & lo->frame_typep) == lo->frame_cont)
+				put64(base - 24, rnd(2) ? ret_pc(lf[rnd(4)], 1 + rnd(20)) : 0);
+			prev = fn;
+		}
+		base = callee(base);
+		for (j = 0, prev_lua = 0; j < 4; j++)
+			prev_lua |= prev == lf[j];
+		if (rnd(2))
+			link = prev_lua ? ret_pc(prev, 1 + rnd(20)) : (40 | lo->frame_c);
+		else
+			link = 40 | (rnd(2) ? lo->frame_pcall : lo->frame_c);
+		frame(base, leaf, link);
+		depth = rnd(3) ? 64 : 1 + rnd(20);
+		{
+			struct nupp_walk_regs r = regs_interp(base, ret_pc(leaf, 11));
+
+			w.fc_tag = 0;
+			rc = walk(&r, depth);
+			cold = w.st;
+			w.fc_tag = ((__u64)(it + 1) << 22) | 5;
+			for (pass = 0; pass < 3; pass++) {
+				ck_assert_int_eq(walk(&r, depth), rc);
+				ck_assert_mem_eq(&w.st, &cold, sizeof(cold));
+			}
+		}
+	}
+	w.fc_tag = 0;
+	printf("nupp_walk_cframe: %lu frames taken, %lu refused\n", cframe_taken, cframe_refused);
+	ck_assert_uint_gt(cframe_taken, 1000);
+	ck_assert_uint_gt(cframe_refused, 1000);
+}
+END_TEST
+
 int main(void)
 {
 	Suite *su = suite_create("walk");
@@ -1917,6 +2056,8 @@ int main(void)
 	tcase_add_test(tc, walk_function_facts_are_kept_until_the_vm_begins_a_gc_sweep);
 	tcase_add_test(tc, walk_stack_key_moves_only_with_the_frames_prototypes);
 	tcase_add_test(tc, walk_notes_the_prototypes_of_the_frames_it_read);
+	tcase_add_test(tc, walk_cframe_is_the_full_step_on_random_stacks);
+	tcase_add_checked_fixture(tc, NULL, cframe_none_differ);
 	suite_add_tcase(su, tc);
 	sr = srunner_create(su);
 	srunner_run_all(sr, CK_NORMAL);

@@ -3,7 +3,8 @@
 -- program itself: every stage module's run (luacheck.stages.modules, called through the
 -- module table) is replaced by a function that calls it and adds the CPU time it took
 -- (os.clock) to the stage's total. On exit it prints on stderr "stage NAME SECONDS CALLS"
--- for each stage and "cpu SECONDS" (os.clock: the process's CPU time).
+-- for each stage, "stages N" (how many luacheck has) and "cpu SECONDS" (os.clock: the
+-- process's CPU time).
 -- usage: LUA_PATH=<Debian's 5.1 dirs> LUA_CPATH=... luajit stages.lua --no-cache FILE...
 local clock = os.clock
 local stages = require("luacheck.stages")
@@ -26,7 +27,7 @@ local function report()
   for _, name in ipairs(stages.names) do
     io.stderr:write(("stage %s %.6f %d\n"):format(name, spent[name], calls[name]))
   end
-  io.stderr:write(("cpu %.6f\n"):format(clock()))
+  io.stderr:write(("stages %d\ncpu %.6f\n"):format(#stages.names, clock()))
 end
 
 -- luacheck ends with os.exit(status): report first.
