@@ -121,12 +121,18 @@ struct nupp_smp_inflight {
 	__u64 n;
 	/* The CPU's last CPU-clock tick: its time (bpf_ktime_get_ns), the steal clock then
 	 * (ns the hypervisor kept the CPU from running), the time counted by ticks but
-	 * stolen, not yet taken off, and how late the last tick was while the steal clock
-	 * had not moved (nupp_smp_steal_tick). */
+	 * stolen, not yet taken off, how late recent ticks were that no steal shown has
+	 * matched yet, and until when that lateness may still be matched
+	 * (nupp_smp_steal_tick). */
 	__u64 tick_ns, steal_ns, debt_ns, late_ns;
 	__u64 task; /* the thread that tick interrupted (pid_tgid) */
-	__u64 pad[2];
+	__u64 late_until;
+	__u64 pad;
 } __attribute__((aligned(64)));
+
+/* How long after a late tick the steal clock may still show the time that tick stood
+ * for: the scheduler reads it at its own ticks (10 ms apart at HZ=100, the slowest). */
+#define NUPP_SMP_STEAL_LAG_NS 10000000ull
 
 /* A CPU-clock sample fires every period of wall time on its CPU, so time a hypervisor
  * takes from a virtual CPU (steal) would be counted as the CPU time of the task it
@@ -136,15 +142,16 @@ struct nupp_smp_inflight {
  * still counts one, so the stolen time beyond what is late was counted, and goes to the
  * CPU's debt. A tick is dropped (returns 1) while the debt holds a period, so the samples
  * count the time tasks ran. The steal clock is read as the scheduler last saw it (up to
- * one scheduler tick behind): stolen time that shows one tick after a late tick is
- * matched with that lateness too. The scheduler takes its reading at a switch of
- * threads too, so what shows at the first tick of another thread (task, the tick's
- * pid_tgid) may have been stolen from the one before: it is not charged, and the debt
- * of the one before goes with it. */
+ * one scheduler tick behind, many sample periods at a high rate): stolen time is matched
+ * with the lateness of the ticks of the last NUPP_SMP_STEAL_LAG_NS that no steal shown
+ * matched yet. The scheduler takes its reading at a switch of threads too, so what
+ * shows at the first tick of another thread (task, the tick's pid_tgid) may have been
+ * stolen from the one before: it is not charged, and the debt of the one before goes
+ * with it. */
 static inline int nupp_smp_steal_tick(struct nupp_smp_inflight *f, __u64 now, __u64 steal, __u64 period,
 				      __u64 task)
 {
-	__u64 dt = now - f->tick_ns, ds = steal - f->steal_ns, late, credit;
+	__u64 dt = now - f->tick_ns, ds = steal - f->steal_ns, late, use;
 	int fresh = !f->tick_ns || f->task != task; /* the CPU's first tick, or another thread's */
 
 	f->tick_ns = now;
@@ -153,16 +160,20 @@ static inline int nupp_smp_steal_tick(struct nupp_smp_inflight *f, __u64 now, __
 		f->task = task;
 		f->debt_ns = 0;
 		f->late_ns = 0;
+		f->late_until = 0;
 		return 0;
 	}
+	if (now > f->late_until)
+		f->late_ns = 0; /* lateness too old to be stolen time still to show */
 	late = dt > period ? dt - period : 0;
-	if ((__s64)ds <= 0) {
-		f->late_ns = late;
-	} else {
-		credit = late + f->late_ns;
-		f->late_ns = 0;
-		if (ds > credit)
-			f->debt_ns += ds - credit;
+	if (late) {
+		f->late_ns += late;
+		f->late_until = now + NUPP_SMP_STEAL_LAG_NS;
+	}
+	if ((__s64)ds > 0) {
+		use = ds < f->late_ns ? ds : f->late_ns;
+		f->late_ns -= use;
+		f->debt_ns += ds - use;
 		if (f->debt_ns > 64 * period) /* a burst is taken off the next 64 ticks at most */
 			f->debt_ns = 64 * period;
 	}

@@ -66,6 +66,47 @@ START_TEST(a_long_steal_costs_the_one_tick_it_made)
 }
 END_TEST
 
+/* The scheduler reads the steal clock at its own ticks (every 4 ms at HZ=250): stolen
+ * time shows up to that long after the late tick it made, many periods at a high rate. */
+START_TEST(a_long_steal_shown_a_scheduler_tick_later_costs_nothing_more)
+{
+	/* 20 ms stolen, shown 4 ticks after the late tick at 1000 Hz... */
+	const __u64 dt[] = { P, P, 21 * P, P, P, P, P, P }, ds[] = { 0, 0, 0, 0, 0, 0, 20 * P, 0 };
+	/* ... and 8 ms stolen, shown 20 ticks after it at 5000 Hz (a 200 us period). */
+	__u64 dt5[40], ds5[40];
+	struct nupp_smp_inflight f;
+	__u64 now = 5000000000ull, steal = 1000, p5 = P / 5;
+	int i, dropped = 0;
+
+	ck_assert_int_eq(run(8000, dt, 8, ds, 8), 0);
+	for (i = 0; i < 40; i++) {
+		dt5[i] = i == 3 ? 41 * p5 : p5;
+		ds5[i] = i == 23 ? 40 * p5 : 0;
+	}
+	memset(&f, 0, sizeof(f));
+	nupp_smp_steal_tick(&f, now, steal, p5, 42);
+	for (i = 0; i < 4000; i++) {
+		now += dt5[i % 40];
+		steal += ds5[i % 40];
+		dropped += nupp_smp_steal_tick(&f, now, steal, p5, 42);
+	}
+	ck_assert_int_eq(dropped, 0);
+}
+END_TEST
+
+/* Lateness is not credit for ever: a CPU idle for 50 ms (late ticks, nothing stolen),
+ * then 5 periods stolen in slices on time 30 ms later, has those 5 ticks dropped. */
+START_TEST(old_lateness_does_not_hide_later_steal)
+{
+	const __u64 dt[] = { 50 * P, P, P, P, P, P, P, P, P, P, P, P, P, P, P, P, P, P, P, P,
+			     P, P, P, P, P, P, P, P, P, P, P, P, P, P, P, P, P, P, P, P },
+		    ds[] = { 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0,
+			     0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 5 * P, 0, 0, 0, 0, 0, 0, 0, 0, 0 };
+
+	ck_assert_int_eq(run(40, dt, 40, ds, 40), 5);
+}
+END_TEST
+
 START_TEST(a_burst_is_taken_off_64_ticks_at_most)
 {
 	/* 200 periods' steal shown at once on time (a clock that jumped): 64 ticks dropped,
@@ -124,4 +165,5 @@ END_TEST
 
 NUPP_CHECK_MAIN("steal", 0, false, false, no_steal_drops_nothing, steal_in_slices_shorter_than_a_period_is_taken_off,
 		a_long_steal_costs_the_one_tick_it_made, a_burst_is_taken_off_64_ticks_at_most,
-		a_steal_clock_that_goes_back_is_ignored, steal_that_shows_at_another_threads_tick_is_not_charged_to_it)
+		a_steal_clock_that_goes_back_is_ignored, steal_that_shows_at_another_threads_tick_is_not_charged_to_it,
+		a_long_steal_shown_a_scheduler_tick_later_costs_nothing_more, old_lateness_does_not_hide_later_steal)
