@@ -29,14 +29,21 @@
 #    entries every sample; lkr32: 32 lookups of random entries of a 16384 x 64-byte
 #    PERCPU_ARRAY (the sampler's frame cache now, 1 MB per CPU: a walk through functions
 #    met in no order), lka32 the same in a plain ARRAY (no per-CPU pointer read before
-#    each entry), rnd32 their 32 bpf_get_prandom_u32 alone; ktime: bpf_ktime_get_ns.
+#    each entry: the sampler's layout), lkm32 the same 1 MB as 64 ARRAYs of 16 KB reached
+#    through an ARRAY_OF_MAPS (each small enough for kmalloc, so in the kernel's direct
+#    map, mapped with large pages, where a large ARRAY is in vmalloc space with 4 KB
+#    pages), lka32m and lka32s random entries of only the first 256 KB and 64 KB of the
+#    ARRAY (smaller tables: 64 KB holds 4,096 entries of 16 bytes, about the least that
+#    could name thousands of functions' frames), rnd32 their 32 bpf_get_prandom_u32
+#    alone; ktime: bpf_ktime_get_ns.
 #  * "derived": per-step and per-helper costs, each the median over rounds of the
 #    difference within a round (so a load drift between rounds cancels), with min-max.
 #  * "floor at depth D": count + D x the cheapest per-frame work measured (a per-CPU
 #    lookup or an 8-byte read, whichever is cheaper), and count + D x one 8-byte read (a
 #    walk with no frame cache). A depth-D sampler that takes these steps cannot cost
-#    less than the first. "random entries": count + D x a random 1 MB lookup, the floor
-#    of a walk whose frames' cache entries are not those of the sample before.
+#    less than the first. "random entries": count + D x a random lookup in 1 MB of a
+#    plain ARRAY, the floor of a walk whose frames' cache entries are not those of the
+#    sample before; "... in 64 KB": the same in the smallest table above.
 #  * "faults": failed user reads (a fault takes a slower path, so a row with faults is
 #    not a floor; expect 0).
 # kernel.bpf_stats_enabled is set for the run and restored afterwards.
@@ -78,7 +85,18 @@ cc -O2 -Wall -Wextra -o "$TMP/floor" "$SRC/tests/bench/floor.c" -I"$TMP" \
 
 sysctl -qw kernel.bpf_stats_enabled=1
 echo "floor cost per sample, programs $MODE, 1000 Hz, ${SECS} s per run, median of $RUNS runs (min-max); $(nproc) CPUs, load $(cut -d' ' -f1 /proc/loadavg)"
-"$TMP/floor" "${together[@]}" -F 1000 -r "$RUNS" -s "$SECS" "$LUAJIT" -e "local x=0 for i=1,1e15 do x=x+i end" >"$TMP/runs" ||
+# TARGET (environment): a Lua script and its arguments for our LuaJIT to run instead of the
+# tight loop, for the floor under a target whose own memory traffic cools the caches
+# between samples (e.g. "tests/bench/workloads/depth.lua 32 600 interp many"; the
+# script must outlive the run and is killed after it).
+if [ -n "${TARGET:-}" ]; then
+  read -r -a target <<<"$TARGET"
+  target=("$LUAJIT" "${target[@]}")
+  echo "target: ${target[*]}"
+else
+  target=("$LUAJIT" -e "local x=0 for i=1,1e15 do x=x+i end")
+fi
+"$TMP/floor" "${together[@]}" -F 1000 -r "$RUNS" -s "$SECS" "${target[@]}" >"$TMP/runs" ||
   { echo "bench_floor.sh: driver failed" >&2; exit 1; }
 
 awk -v depth="$DEPTH" '
@@ -112,7 +130,8 @@ END {
   what["lk8"] = "8 8 x PERCPU_ARRAY lookup"
   what["lk32"] = "8 32 x PERCPU_ARRAY lookup"; what["ktime"] = "9 bpf_ktime_get_ns"
   what["lkr32"] = "10 32 x random of 16384 (1 MB)"; what["rnd32"] = "10 32 x bpf_get_prandom_u32"
-  what["lka32"] = "10 the same, a plain ARRAY"
+  what["lka32"] = "10 the same, a plain ARRAY"; what["lkm32"] = "10 the same, 64 ARRAYs of 16 KB"
+  what["lka32m"] = "10 ARRAY, random of 4096 (256 KB)"; what["lka32s"] = "10 ARRAY, random of 1024 (64 KB)"
   printf "%-8s %-34s %7s %8s %15s %6s\n", "variant", "what", "runs", "ns/run", "(min-max)", "faults"
   for (i = 1; i <= nvar; i++) {
     n = 0; delete a
@@ -133,8 +152,11 @@ END {
   printf "%-45s %s\n", "PERCPU_ARRAY lookup ((lk32 - lk8) / 24)", diff("lk32", "lk8", 24); lk = MED
   printf "%-45s %s\n", "first PERCPU_ARRAY lookup (lk1 - empty)", diff("lk1", "empty", 1)
   printf "%-45s %s\n", "bpf_ktime_get_ns (ktime - empty)", diff("ktime", "empty", 1)
-  printf "%-45s %s\n", "random lookup in 1 MB ((lkr32 - rnd32) / 32)", diff("lkr32", "rnd32", 32); lkr = MED
-  printf "%-45s %s\n", "... in a plain ARRAY ((lka32 - rnd32) / 32)", diff("lka32", "rnd32", 32)
+  printf "%-45s %s\n", "random lookup in 1 MB ((lkr32 - rnd32) / 32)", diff("lkr32", "rnd32", 32)
+  printf "%-45s %s\n", "... in a plain ARRAY ((lka32 - rnd32) / 32)", diff("lka32", "rnd32", 32); lka = MED
+  printf "%-45s %s\n", "... in 64 ARRAYs of 16 KB ((lkm32 - rnd32) / 32)", diff("lkm32", "rnd32", 32)
+  printf "%-45s %s\n", "... in 256 KB of an ARRAY ((lka32m - rnd32) / 32)", diff("lka32m", "rnd32", 32)
+  printf "%-45s %s\n", "... in 64 KB of an ARRAY ((lka32s - rnd32) / 32)", diff("lka32s", "rnd32", 32); lks = MED
   print ""
   frame = (lk < rd) ? lk : rd
   printf "floor at depth %d = count + %d x %s: %.0f + %d x %.1f = %.0f ns\n", depth, depth,
@@ -142,5 +164,7 @@ END {
   printf "no frame cache    = count + %d x 8-byte read:       %.0f + %d x %.1f = %.0f ns\n", depth,
     med["count"], depth, rd, med["count"] + depth * rd
   printf "random entries    = count + %d x random 1 MB lookup: %.0f + %d x %.1f = %.0f ns\n", depth,
-    med["count"], depth, lkr, med["count"] + depth * lkr
+    med["count"], depth, lka, med["count"] + depth * lka
+  printf "... in 64 KB      = count + %d x random 64 KB lookup: %.0f + %d x %.1f = %.0f ns\n", depth,
+    med["count"], depth, lks, med["count"] + depth * lks
 }' "$TMP/runs"

@@ -92,6 +92,25 @@ struct {
 	__type(value, struct floor_fc_entry);
 } fcache_flat SEC(".maps");
 
+/* The same 1 MB as 64 plain ARRAYs of 16 KB, reached through an ARRAY_OF_MAPS: each is
+ * small enough for kmalloc, so it lies in the kernel's direct map (large pages), where a
+ * large ARRAY lies in vmalloc space (4 KB pages). floor.c creates and inserts them. */
+#define FLOOR_KM_INNER 256
+#define FLOOR_KM_N 64
+struct floor_km_inner {
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(max_entries, FLOOR_KM_INNER);
+	__type(key, __u32);
+	__type(value, struct floor_fc_entry);
+};
+
+struct {
+	__uint(type, BPF_MAP_TYPE_ARRAY_OF_MAPS);
+	__uint(max_entries, FLOOR_KM_N);
+	__type(key, __u32);
+	__array(values, struct floor_km_inner);
+} fcache_km SEC(".maps");
+
 /* -- Stacked steps: each variant is the previous one plus one step ----------------- */
 
 /* User registers of the sample, as the sampler takes them. */
@@ -316,20 +335,43 @@ int floor_lk32(struct bpf_perf_event_data *ctx)
 	return 0;
 }
 
-/* Variant 10: n lookups of random entries of a frame-cache-sized table (fcache_big or
- * fcache_flat). */
-static __always_inline void floor_rlookups(void *map, __u32 n)
+/* Variant 10: n lookups of random entries of the first range (a power of two) of a
+ * frame-cache-sized table (fcache_big or fcache_flat). */
+static __always_inline void floor_rlookups_in(void *map, __u32 n, __u32 range)
 {
 	struct floor_fc_entry *e;
 	__u32 i, k;
 
 #pragma clang loop unroll(disable)
 	for (i = 0; i < n; i++) {
-		k = bpf_get_prandom_u32() & (FLOOR_FC_BIG - 1);
+		k = bpf_get_prandom_u32() & (range - 1);
 		e = bpf_map_lookup_elem(map, &k);
 		if (e)
 			sink += e->w[0];
 	}
+}
+
+/* ... of all FLOOR_FC_BIG entries. */
+static __always_inline void floor_rlookups(void *map, __u32 n)
+{
+	floor_rlookups_in(map, n, FLOOR_FC_BIG);
+}
+
+/* Variant 10, N = 32 random entries of the first 1024 of the ARRAY (64 KB): the smallest
+ * table that could hold the frames of thousands of functions (16 bytes each). */
+SEC("perf_event")
+int floor_lka32s(struct bpf_perf_event_data *ctx)
+{
+	floor_rlookups_in(&fcache_flat, 32, 1024);
+	return 0;
+}
+
+/* Variant 10, N = 32 random entries of the first 4096 of the ARRAY (256 KB). */
+SEC("perf_event")
+int floor_lka32m(struct bpf_perf_event_data *ctx)
+{
+	floor_rlookups_in(&fcache_flat, 32, 4096);
+	return 0;
 }
 
 /* Variant 10, N = 32 random entries of 16384 of a PERCPU_ARRAY. */
@@ -345,6 +387,29 @@ SEC("perf_event")
 int floor_lka32(struct bpf_perf_event_data *ctx)
 {
 	floor_rlookups(&fcache_flat, 32);
+	return 0;
+}
+
+/* Variant 10, N = 32 random entries of the 1 MB as 64 ARRAYs of 16 KB (fcache_km). */
+SEC("perf_event")
+int floor_lkm32(struct bpf_perf_event_data *ctx)
+{
+	struct floor_fc_entry *e;
+	__u32 i, k, o;
+	void *m;
+
+#pragma clang loop unroll(disable)
+	for (i = 0; i < 32; i++) {
+		k = bpf_get_prandom_u32() & (FLOOR_FC_BIG - 1);
+		o = k / FLOOR_KM_INNER;
+		m = bpf_map_lookup_elem(&fcache_km, &o);
+		if (!m)
+			continue;
+		k &= FLOOR_KM_INNER - 1;
+		e = bpf_map_lookup_elem(m, &k);
+		if (e)
+			sink += e->w[0];
+	}
 	return 0;
 }
 
