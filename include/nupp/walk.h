@@ -966,15 +966,26 @@ NUPP_WALK_INLINE __u32 nupp_walk_repeat(struct nupp_walk *w)
 #define NUPP_WALK_CACHED 8
 
 /* Frame cache hits in a row: Lua frames below a Lua link whose entry is cached, linked
- * by a Lua, C or pcall link (a continuation or vararg link goes through the full step),
+ * by a Lua, C, pcall or vararg link (a continuation link goes through the full step),
  * emitted from the stack window with the walk's state in registers. Emits exactly what
- * nupp_walk_step would on those hits; returns how many frames it took (0: none). */
+ * nupp_walk_step would on those hits; returns how many frames it took (0: none).
+ *
+ * A vararg function's frame (BC_IFUNCV) has a vararg link down to its pseudo-frame, the
+ * original call, which holds the same function and the link of that call: the full step
+ * emits the frame, then steps over the pseudo-frame without reading it (it holds the
+ * function the hit stands for) and relinks the frame emitted to the pseudo-frame's link.
+ * A run that takes such a frame ends there, and takes the pseudo-frame too (once, after
+ * its loop: fewer instructions to verify) when its header is in the window, holds that
+ * function, and its link is a Lua link whose CALL the cache holds or a C or pcall link;
+ * otherwise the walk is left as the full step leaves it above the pseudo-frame (skip
+ * set), and the next step goes on from there. */
 NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_lj_layout *lo)
 {
 	__u64 frame = w->frame, bot = w->bot, wlo = w->win_lo, whi = w->win_hi, pca = w->pc_above, h = w->hash;
 	__u64 tag = w->fc_tag, gcv = lo->gcvmask, L = w->L, hdr[2], fn, link, next, rep = 0, ipc = 0, gm = w->gmix;
-	__u32 d = w->st.depth, maxd = w->max_depth, k, di, t, flua = lo->frame_lua, ash = lo->bc_a_shift & 31;
-	__u32 ins = 0, ci_ins = 0, gen = w->last_gen;
+	__u64 vlink = 0, vfn = 0;
+	__u32 d = w->st.depth, maxd = w->max_depth, k, di, t, vt, flua = lo->frame_lua, ash = lo->bc_a_shift & 31;
+	__u32 ins = 0, ci_ins = 0, gen = w->last_gen, steps = 0;
 	struct nupp_walk_fc *c, *ci = 0;
 	struct nupp_smp_frame rec;
 
@@ -989,7 +1000,7 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		if (fn == L)
 			break; /* a dummy frame */
 		t = (link & lo->frame_type) == flua ? flua : (__u32)(link & lo->frame_typep);
-		if (t == lo->frame_cont || t == lo->frame_varg)
+		if (t == lo->frame_cont)
 			break;
 		/* The entry that gave the CALL before this frame's PC (the last frame's link)
 		 * is nearly always this frame's own: checked for this walk's count of frees
@@ -1032,6 +1043,7 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		gen = c->gen;
 		gm = nupp_walk_mix(gm, gen);
 		d++;
+		steps++;
 		pca = t == flua ? link : 0;
 		ipc = pca; /* its CALL is ins */
 		ins = ci_ins;
@@ -1047,6 +1059,39 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 			k++;
 			break;
 		}
+		if (t == lo->frame_varg) {
+			/* Above the pseudo-frame, as the full step leaves it (taken below). */
+			vfn = fn;
+			ins = 0;
+			k++;
+			break;
+		}
+	}
+	/* The pseudo-frame of a vararg frame just taken, out of the loop (verified once). */
+	if (vfn && frame > bot && frame - 8 >= wlo && frame + 8 <= whi) {
+		__builtin_memcpy(hdr, w->win + ((frame - 8 - wlo) & (NUPP_WALK_WIN - 1)), 16);
+		vlink = hdr[1];
+		vt = (vlink & lo->frame_type) == flua ? flua : (__u32)(vlink & lo->frame_typep);
+		c = 0;
+		if ((hdr[0] & gcv) != vfn || vt == lo->frame_cont || vt == lo->frame_varg)
+			next = frame;
+		else if (vt == flua)
+			next = (c = nupp_walk_fc_call(w, tag, vlink)) ? frame - 8 * (2 + ((c->ins >> ash) & 0xff)) : frame;
+		else
+			next = frame - (vlink & ~(__u64)lo->frame_typep);
+		if (next < frame && !(next & 7) && (vt != flua || c) && d > 0) {
+			/* nupp_walk_relink: the frame emitted was called by the original call. */
+			di = d - 1;
+			__asm__ volatile("" : "+r"(di));
+			w->st.frames[di & (NUPP_SMP_MAX_DEPTH - 1)].link = (__u8)vt;
+			h = nupp_walk_mix(h, 0x5a00u | (__u8)vt);
+			vfn = 0;
+			steps++;
+			pca = c ? vlink : 0;
+			ipc = pca;
+			ins = c ? c->ins : 0;
+			frame = next;
+		}
 	}
 	if (k) {
 		w->frame = frame;
@@ -1055,11 +1100,15 @@ NUPP_WALK_INLINE __u32 nupp_walk_cached(struct nupp_walk *w, const struct nupp_l
 		w->last_gen = gen;
 		w->st.depth = d;
 		w->pc_above = pca;
-		w->iter += k;
+		w->iter += steps;
 		w->fc_hits += k;
 		w->rep_delta = rep;
 		w->ins_pc = ipc;
 		w->ins_val = ins;
+		if (vfn) {
+			w->skip = 1;
+			w->skip_fn = vfn;
+		}
 	}
 	return k;
 }

@@ -38,7 +38,23 @@ struct nupp_walk;
 struct nupp_lj_layout;
 static int cframe_checked(struct nupp_walk *w, const struct nupp_lj_layout *l);
 #define NUPP_WALK_CFRAME_RUN(w, l) cframe_checked((w), (l))
+/* ... and counts the vararg frames a cache run takes (cached_counted). */
+static __u32 cached_counted(struct nupp_walk *w, const struct nupp_lj_layout *l);
+#define NUPP_WALK_CACHED_RUN(w, l) cached_counted((w), (l))
 #include "nupp/walk.h"
+
+/* nupp_walk_cached, counted: pseudo-frames it stepped over (a step each, no frame) and
+ * runs it ended above a pseudo-frame (skip set) for the full step. */
+static unsigned long cached_pseudo, cached_skip_left;
+
+static __u32 cached_counted(struct nupp_walk *w, const struct nupp_lj_layout *l)
+{
+	__u32 iter = w->iter, k = nupp_walk_cached(w, l);
+
+	cached_pseudo += w->iter - iter - k;
+	cached_skip_left += k && w->skip;
+	return k;
+}
 
 /* nupp_walk_cframe, checked: when it takes a frame, the walk it leaves is byte for byte
  * the one the full step leaves on a copy taken before (fc_looks apart); when it refuses,
@@ -488,6 +504,94 @@ START_TEST(walk_vararg_pseudo_frame_of_a_cached_frame_is_not_read)
 		w.fc_tag = 0;
 		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
 	}
+}
+END_TEST
+
+/* A vararg function in the middle of a stack: main -> v (vararg: its pseudo-frame, the
+ * original call, then its frame with a vararg link down to it) -> f -> leaf. Warm, one
+ * cache run takes f, v and v's pseudo-frame: the same stack and key as a walk without the
+ * cache, in 4 steps (the leaf's, that run, main's run, the end) where full steps for v
+ * and for its pseudo-frame made it 6. A pseudo-frame whose original call's CALL the cache
+ * does not hold, or that holds another function, is left to the full step. */
+START_TEST(walk_vararg_frame_below_the_leaf_is_taken_in_the_cache_run)
+{
+	__u64 fm, vf, ff, leaf, b0, pseudo, real, bf, bl, pt_v, hash;
+	struct nupp_walk_regs r;
+	int steps, pass;
+	__s32 vms;
+
+	setup();
+	fm = new_lua_fn(20, 0, NULL);
+	vf = new_lua_fn(20, 30, &pt_v);
+	ff = new_lua_fn(20, 10, NULL);
+	leaf = new_lua_fn(30, 40, NULL);
+	b0 = stack0 + 32;
+	frame(b0, fm, 0x18 | lo->frame_cp);
+	pseudo = callee(b0);
+	frame(pseudo, vf, ret_pc(fm, 4));
+	real = pseudo + 8 * 4; /* BC_IFUNCV: the function copied above its fixed arguments */
+	frame(real, vf, (real - pseudo) | lo->frame_varg);
+	bf = callee(real);
+	frame(bf, ff, ret_pc(vf, 5));
+	bl = callee(bf);
+	frame(bl, leaf, ret_pc(ff, 7));
+	r = regs_interp(bl, ret_pc(leaf, 11));
+
+	w.fc_tag = 0;
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_uint_eq(w.st.depth, 4);
+	ck_assert_uint_eq(w.st.frames[2].ptr, pt_v);
+	ck_assert_int_eq(w.st.frames[2].pos, 5);
+	ck_assert_uint_eq(w.st.frames[2].link, lo->frame_lua); /* relinked to the original call */
+	saved = w.st;
+	hash = w.hash;
+
+	w.fc_tag = (401ull << 22) | 9;
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE); /* cold: fills f, v, main */
+	for (pass = 0; pass < 2; pass++) {
+		on_vm_thread(&r);
+		ck_assert_int_eq(nupp_walk_start(&w, lo, g, &r, 64, NUPP_WALK_BASE_AUTO, &vms), 0);
+		reads = 0;
+		for (steps = 1; !nupp_walk_step(&w, lo) && steps < 64; steps++)
+			;
+		ck_assert_int_eq(w.result, NUPP_WALK_DONE);
+		ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+		ck_assert_uint_eq(w.hash, hash);
+		ck_assert_int_eq(steps, 4);
+		ck_assert_uint_eq(w.fc_hits, 4); /* the leaf, f, v, main */
+	}
+
+	/* the original call's CALL not in the cache: the run stops above the pseudo-frame,
+	 * and the full step reads it */
+	memset(w.fc, 0, sizeof(w.fc));
+	w.fc_tag = (402ull << 22) | 9;
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	{
+		struct nupp_walk_fc *c = nupp_walk_fc_call(&w, w.fc_tag, ret_pc(fm, 4));
+
+		ck_assert_ptr_nonnull(c);
+		c->pg_ins &= ~1u; /* its CALL unknown */
+	}
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+	ck_assert_uint_eq(w.hash, hash);
+
+	/* a pseudo-frame holding another function is read by the full step: the same
+	 * result with the cache as without */
+	frame(pseudo, ff, ret_pc(fm, 4));
+	w.fc_tag = 0;
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	saved = w.st;
+	w.fc_tag = (403ull << 22) | 9;
+	for (pass = 0; pass < 3; pass++) {
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+	}
+	/* ... and one holding no function is refused, cache or not */
+	put64(pseudo - 16, ((__u64)lo->itype_func << lo->itype_shift) | new_str("not a function"));
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
+	w.fc_tag = 0;
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
 }
 END_TEST
 
@@ -1942,8 +2046,9 @@ static __u32 rnd(__u32 n)
 	return (__u32)(rnd_state >> 33) % n;
 }
 
-/* Random stacks of Lua, C and fast functions, dummy frames, and every link type (Lua,
- * C, pcall, cp, pcallh, vararg, continuation, some with bad offsets), walked with a
+/* Random stacks of Lua, C and fast functions, dummy frames, vararg functions' frames
+ * above their pseudo-frames, and every link type (Lua, C, pcall, cp, pcallh, vararg,
+ * continuation, some with bad offsets), walked with a
  * small or the default depth: nupp_walk_cframe takes C and fast functions' frames as
  * the full step would (cframe_checked, on every step of every walk), refuses the rest,
  * and a warm walk gives the cold walk's stack. */
@@ -1951,7 +2056,7 @@ START_TEST(walk_cframe_is_the_full_step_on_random_stacks)
 {
 	static const int link_kind[] = { 1, 6, 5, 3, 2, 7 };
 	struct nupp_smp_stack cold;
-	__u64 lf[4], cf[2], ff[2], leaf, base, link, prev, fn;
+	__u64 lf[4], cf[2], ff[2], leaf, base, link, prev, fn, hash;
 	__u32 it, n, i, j, k, depth, pass, t;
 	int rc, prev_lua;
 
@@ -1988,6 +2093,17 @@ START_TEST(walk_cframe_is_the_full_step_on_random_stacks)
 			frame(base, fn, link);
 			if ((link & lo->frame_typep) == lo->frame_cont)
 				put64(base - 24, rnd(2) ? ret_pc(lf[rnd(4)], 1 + rnd(20)) : 0);
+			for (j = 0, prev_lua = 0; j < 4; j++)
+				prev_lua |= fn == lf[j];
+			if (prev_lua && !rnd(3)) {
+				/* A vararg function: that frame is its pseudo-frame, its own frame is
+				 * above the fixed arguments, linked down to it (now and then with
+				 * another function in it). */
+				__u64 real = base + 8 * (2 + rnd(3));
+
+				frame(real, rnd(8) ? fn : lf[rnd(4)], (real - base) | lo->frame_varg);
+				base = real;
+			}
 			prev = fn;
 		}
 		base = callee(base);
@@ -2005,17 +2121,22 @@ START_TEST(walk_cframe_is_the_full_step_on_random_stacks)
 			w.fc_tag = 0;
 			rc = walk(&r, depth);
 			cold = w.st;
+			hash = w.hash;
 			w.fc_tag = ((__u64)(it + 1) << 22) | 5;
 			for (pass = 0; pass < 3; pass++) {
 				ck_assert_int_eq(walk(&r, depth), rc);
 				ck_assert_mem_eq(&w.st, &cold, sizeof(cold));
+				ck_assert_uint_eq(w.hash, hash);
 			}
 		}
 	}
 	w.fc_tag = 0;
-	printf("nupp_walk_cframe: %lu frames taken, %lu refused\n", cframe_taken, cframe_refused);
+	printf("nupp_walk_cframe: %lu frames taken, %lu refused; cache runs: %lu pseudo-frames taken, %lu left\n",
+	       cframe_taken, cframe_refused, cached_pseudo, cached_skip_left);
 	ck_assert_uint_gt(cframe_taken, 1000);
 	ck_assert_uint_gt(cframe_refused, 1000);
+	ck_assert_uint_gt(cached_pseudo, 1000);
+	ck_assert_uint_gt(cached_skip_left, 100);
 }
 END_TEST
 
@@ -2033,6 +2154,7 @@ int main(void)
 	tcase_add_test(tc, walk_return_window_and_stale_link);
 	tcase_add_test(tc, walk_vararg_pseudo_frame_is_skipped);
 	tcase_add_test(tc, walk_vararg_pseudo_frame_of_a_cached_frame_is_not_read);
+	tcase_add_test(tc, walk_vararg_frame_below_the_leaf_is_taken_in_the_cache_run);
 	tcase_add_test(tc, walk_continuation_and_pcall_frames);
 	tcase_add_test(tc, walk_trace_start_frame_and_mcode_offset);
 	tcase_add_test(tc, walk_trace_caches_give_the_same_stack_with_fewer_reads);
