@@ -38,21 +38,66 @@ struct nupp_walk;
 struct nupp_lj_layout;
 static int cframe_checked(struct nupp_walk *w, const struct nupp_lj_layout *l);
 #define NUPP_WALK_CFRAME_RUN(w, l) cframe_checked((w), (l))
-/* ... and counts the vararg frames a cache run takes (cached_counted). */
-static __u32 cached_counted(struct nupp_walk *w, const struct nupp_lj_layout *l);
-#define NUPP_WALK_CACHED_RUN(w, l) cached_counted((w), (l))
+/* ... and nupp_walk_cached against as many full steps (cached_checked). */
+static __u32 cached_checked(struct nupp_walk *w, const struct nupp_lj_layout *l);
+#define NUPP_WALK_CACHED_RUN(w, l) cached_checked((w), (l))
+static __u32 repeat_unless_ref(struct nupp_walk *w);
+#define NUPP_WALK_REPEAT_RUN(w) repeat_unless_ref(w)
 #include "nupp/walk.h"
 
-/* nupp_walk_cached, counted: pseudo-frames it stepped over (a step each, no frame) and
- * runs it ended above a pseudo-frame (skip set) for the full step. */
-static unsigned long cached_pseudo, cached_skip_left;
+/* Set while a reference walk takes full steps only: no repeat, cframe or cache run. */
+static int cframe_in_ref;
 
-static __u32 cached_counted(struct nupp_walk *w, const struct nupp_lj_layout *l)
+static __u32 repeat_unless_ref(struct nupp_walk *w)
 {
-	__u32 iter = w->iter, k = nupp_walk_cached(w, l);
+	return cframe_in_ref ? 0 : nupp_walk_repeat(w);
+}
 
-	cached_pseudo += w->iter - iter - k;
-	cached_skip_left += k && w->skip;
+/* nupp_walk_cached, checked: a run that took frames leaves the walk as the full step,
+ * taken as many times (one per frame and per pseudo-frame stepped over) on a copy made
+ * before, leaves it: the same stack and key, and the same state for what comes next
+ * (skip_fn when skip is set, ins_val when ins_pc is, rep_fn and rep_link when rep_delta
+ * is: the walk reads them only then). Counted: pseudo-frames the runs stepped over, runs
+ * that ended above a pseudo-frame (skip set) for the full step, and differences, which
+ * the checked fixture fails a test on. */
+static unsigned long cached_runs, cached_pseudo, cached_skip_left, cached_differ;
+static struct nupp_walk cached_pre, cached_ref;
+
+static int cached_same(const struct nupp_walk *a, const struct nupp_walk *b)
+{
+	return a->frame == b->frame && a->pc_above == b->pc_above && a->skip == b->skip &&
+	       (!a->skip || a->skip_fn == b->skip_fn) && a->ins_pc == b->ins_pc &&
+	       (!a->ins_pc || a->ins_val == b->ins_val) && a->rep_delta == b->rep_delta &&
+	       (!a->rep_delta || (a->rep_fn == b->rep_fn && a->rep_link == b->rep_link)) && a->iter == b->iter &&
+	       a->hash == b->hash && a->gmix == b->gmix && a->last_gen == b->last_gen && a->result == b->result &&
+	       a->fc_hits == b->fc_hits && !memcmp(&a->st, &b->st, sizeof(a->st));
+}
+
+static __u32 cached_checked(struct nupp_walk *w, const struct nupp_lj_layout *l)
+{
+	__u32 k, n, i;
+
+	if (cframe_in_ref)
+		return 0;
+	cached_pre = *w;
+	k = nupp_walk_cached(w, l);
+	if (!k)
+		return 0;
+	n = w->iter - cached_pre.iter;
+	cached_runs++;
+	cached_pseudo += n - k;
+	cached_skip_left += w->skip;
+	cached_ref = cached_pre;
+	cframe_in_ref = 1;
+	for (i = 0; i < n; i++)
+		if (nupp_walk_step(&cached_ref, l))
+			break;
+	/* a run that stops at the depth cuts the stack: the step of the next frame would */
+	if (w->result != NUPP_WALK_RUN && cached_ref.result == NUPP_WALK_RUN)
+		nupp_walk_step(&cached_ref, l);
+	cframe_in_ref = 0;
+	if (!cached_same(&cached_ref, w))
+		cached_differ++;
 	return k;
 }
 
@@ -61,7 +106,6 @@ static __u32 cached_counted(struct nupp_walk *w, const struct nupp_lj_layout *l)
  * the walk is as it was but for what the full step then does anyway (the memo, fc_fns,
  * and the frame cache entries checked for this count of frees). Counted per test (each
  * runs in a process of its own); the checked fixture fails a test with a difference. */
-static int cframe_in_ref;
 static unsigned long cframe_taken, cframe_refused, cframe_differ;
 static struct nupp_walk cframe_pre, cframe_ref;
 
@@ -97,11 +141,14 @@ static int cframe_checked(struct nupp_walk *wk, const struct nupp_lj_layout *l)
 	return k;
 }
 
-/* The checked fixture after each test: no walk of it saw nupp_walk_cframe differ. */
+/* The checked fixture after each test: no walk of it saw nupp_walk_cframe or
+ * nupp_walk_cached differ from the full step. */
 static void cframe_none_differ(void)
 {
 	ck_assert_msg(!cframe_differ, "nupp_walk_cframe differed from the full step %lu times (%lu taken, %lu refused)",
 		      cframe_differ, cframe_taken, cframe_refused);
+	ck_assert_msg(!cached_differ, "nupp_walk_cached differed from the full steps %lu times of %lu runs",
+		      cached_differ, cached_runs);
 }
 
 extern const struct nupp_lj_layout luajit_bpf_layout;
@@ -576,8 +623,57 @@ START_TEST(walk_vararg_frame_below_the_leaf_is_taken_in_the_cache_run)
 	ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
 	ck_assert_uint_eq(w.hash, hash);
 
+	/* a pseudo-frame below the stack window (a vararg call with 300 arguments, over
+	 * 2 KB): the run stops above it, and the full step reads the window holding it */
+	setup();
+	fm = new_lua_fn(20, 0, NULL);
+	vf = new_lua_fn(20, 30, &pt_v);
+	ff = new_lua_fn(20, 10, NULL);
+	leaf = new_lua_fn(30, 40, NULL);
+	b0 = stack0 + 32;
+	frame(b0, fm, 0x18 | lo->frame_cp);
+	pseudo = callee(b0);
+	frame(pseudo, vf, ret_pc(fm, 4));
+	real = pseudo + 8 * 302;
+	frame(real, vf, (real - pseudo) | lo->frame_varg);
+	bf = callee(real);
+	frame(bf, ff, ret_pc(vf, 5));
+	bl = callee(bf);
+	frame(bl, leaf, ret_pc(ff, 7));
+	r = regs_interp(bl, ret_pc(leaf, 11));
+	w.fc_tag = 0;
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	ck_assert_uint_eq(w.st.depth, 4);
+	saved = w.st;
+	hash = w.hash;
+	w.fc_tag = (404ull << 22) | 9;
+	for (pass = 0; pass < 3; pass++) {
+		unsigned long left = cached_skip_left;
+
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+		ck_assert_uint_eq(w.hash, hash);
+		if (pass)
+			ck_assert_uint_eq(cached_skip_left, left + 1); /* warm: left to the full step */
+	}
+
 	/* a pseudo-frame holding another function is read by the full step: the same
 	 * result with the cache as without */
+	setup();
+	fm = new_lua_fn(20, 0, NULL);
+	vf = new_lua_fn(20, 30, &pt_v);
+	ff = new_lua_fn(20, 10, NULL);
+	leaf = new_lua_fn(30, 40, NULL);
+	b0 = stack0 + 32;
+	frame(b0, fm, 0x18 | lo->frame_cp);
+	pseudo = callee(b0);
+	real = pseudo + 8 * 4;
+	frame(real, vf, (real - pseudo) | lo->frame_varg);
+	bf = callee(real);
+	frame(bf, ff, ret_pc(vf, 5));
+	bl = callee(bf);
+	frame(bl, leaf, ret_pc(ff, 7));
+	r = regs_interp(bl, ret_pc(leaf, 11));
 	frame(pseudo, ff, ret_pc(fm, 4));
 	w.fc_tag = 0;
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
@@ -592,6 +688,54 @@ START_TEST(walk_vararg_frame_below_the_leaf_is_taken_in_the_cache_run)
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
 	w.fc_tag = 0;
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
+}
+END_TEST
+
+/* The CALL of a pseudo-frame's original call comes from whichever closure's entry holds
+ * it at that PC, and is handed to the frame below, whose own entry keeps it: with the
+ * frame below a second closure of that prototype, a run taking the pseudo-frame must
+ * hand on that CALL, or the new entry would place the frames below it wrongly. */
+START_TEST(walk_pseudo_frame_hands_its_call_to_the_frame_below)
+{
+	__u64 fm, ma, mb, vf, ff, leaf, b0, b1, pseudo, real, bf, bl, hash;
+	struct nupp_walk_regs r;
+	int pass;
+
+	setup();
+	fm = new_lua_fn(20, 0, NULL);
+	ma = new_lua_fn(20, 5, NULL);
+	mb = alloc_obj(64);
+	memcpy((void *)(uintptr_t)mb, (void *)(uintptr_t)ma, 64); /* another closure of ma's prototype */
+	vf = new_lua_fn(20, 30, NULL);
+	ff = new_lua_fn(20, 10, NULL);
+	leaf = new_lua_fn(30, 40, NULL);
+	b0 = stack0 + 32;
+	frame(b0, fm, 0x18 | lo->frame_cp);
+	b1 = callee(b0);
+	frame(b1, ma, ret_pc(fm, 2));
+	pseudo = callee(b1);
+	frame(pseudo, vf, ret_pc(ma, 4));
+	real = pseudo + 8 * 4;
+	frame(real, vf, (real - pseudo) | lo->frame_varg);
+	bf = callee(real);
+	frame(bf, ff, ret_pc(vf, 5));
+	bl = callee(bf);
+	frame(bl, leaf, ret_pc(ff, 7));
+	r = regs_interp(bl, ret_pc(leaf, 11));
+	w.fc_tag = (501ull << 22) | 9;
+	for (pass = 0; pass < 3; pass++)
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE); /* ma's entries, CALLs known */
+	frame(b1, mb, ret_pc(fm, 2));
+	w.fc_tag = 0;
+	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+	saved = w.st;
+	hash = w.hash;
+	w.fc_tag = (501ull << 22) | 9;
+	for (pass = 0; pass < 3; pass++) {
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
+		ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
+		ck_assert_uint_eq(w.hash, hash);
+	}
 }
 END_TEST
 
@@ -2131,8 +2275,8 @@ START_TEST(walk_cframe_is_the_full_step_on_random_stacks)
 		}
 	}
 	w.fc_tag = 0;
-	printf("nupp_walk_cframe: %lu frames taken, %lu refused; cache runs: %lu pseudo-frames taken, %lu left\n",
-	       cframe_taken, cframe_refused, cached_pseudo, cached_skip_left);
+	printf("nupp_walk_cframe: %lu frames taken, %lu refused; %lu cache runs: %lu pseudo-frames taken, %lu left\n",
+	       cframe_taken, cframe_refused, cached_runs, cached_pseudo, cached_skip_left);
 	ck_assert_uint_gt(cframe_taken, 1000);
 	ck_assert_uint_gt(cframe_refused, 1000);
 	ck_assert_uint_gt(cached_pseudo, 1000);
@@ -2155,6 +2299,7 @@ int main(void)
 	tcase_add_test(tc, walk_vararg_pseudo_frame_is_skipped);
 	tcase_add_test(tc, walk_vararg_pseudo_frame_of_a_cached_frame_is_not_read);
 	tcase_add_test(tc, walk_vararg_frame_below_the_leaf_is_taken_in_the_cache_run);
+	tcase_add_test(tc, walk_pseudo_frame_hands_its_call_to_the_frame_below);
 	tcase_add_test(tc, walk_continuation_and_pcall_frames);
 	tcase_add_test(tc, walk_trace_start_frame_and_mcode_offset);
 	tcase_add_test(tc, walk_trace_caches_give_the_same_stack_with_fewer_reads);
