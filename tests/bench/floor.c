@@ -24,7 +24,8 @@ static const char *const floor_progs[][2] = {
 	{ "floor_cnt", "count" },     { "floor_rd8x1", "rd8x1" }, { "floor_rd8x8", "rd8x8" },
 	{ "floor_rd8x32", "rd8x32" }, { "floor_lk1", "lk1" },	  { "floor_lk8", "lk8" },
 	{ "floor_lk32", "lk32" },     { "floor_ktime", "ktime" }, { "floor_lkr32", "lkr32" },
-	{ "floor_lka32", "lka32" },   { "floor_rnd32", "rnd32" }, { "floor_lkm32", "lkm32" }, { "floor_lka32s", "lka32s" }, { "floor_lka32m", "lka32m" },
+	{ "floor_lka32", "lka32" },   { "floor_rnd32", "rnd32" }, { "floor_lkm32", "lkm32" },
+	{ "floor_lka32s", "lka32s" }, { "floor_lka32m", "lka32m" },
 };
 
 #define FLOOR_NPROG (int)(sizeof(floor_progs) / sizeof(floor_progs[0]))
@@ -198,9 +199,9 @@ int main(int argc, char **argv)
 		err = 1;
 		goto out;
 	}
-	/* fcache_km's 64 ARRAYs of 256 entries of 64 bytes (its inner map's shape); the outer
+	/* fcache_km's ARRAYs of 256 entries of 64 bytes (its inner map's shape); the outer
 	 * map holds a reference to each, so their fds can close. */
-	for (r = 0; r < 64; r++) {
+	for (r = 0; r < (int)bpf_map__max_entries(skel->maps.fcache_km); r++) {
 		int ifd = bpf_map_create(BPF_MAP_TYPE_ARRAY, NULL, 4, 64, 256, NULL);
 
 		if (ifd < 0 || bpf_map_update_elem(bpf_map__fd(skel->maps.fcache_km), &r, &ifd, BPF_ANY)) {
