@@ -554,6 +554,44 @@ START_TEST(walk_vararg_pseudo_frame_of_a_cached_frame_is_not_read)
 }
 END_TEST
 
+/* A stack main -> [m ->] v -> f -> leaf on a fresh VM: v a vararg function, its
+ * pseudo-frame at the original call (holding v) and its own frame `slots` slots above,
+ * linked down to it (BC_IFUNCV copies the function above its fixed arguments); m (a
+ * middle frame) when with_m. Returns the registers of a sample in the leaf. */
+struct vstack {
+	__u64 fm, m, vf, ff, leaf, b1, pseudo, pt_v;
+};
+
+static struct nupp_walk_regs vararg_stack(struct vstack *v, int with_m, __u32 slots)
+{
+	__u64 b0, real, bf, bl, below;
+
+	setup();
+	v->fm = new_lua_fn(20, 0, NULL);
+	v->m = with_m ? new_lua_fn(20, 5, NULL) : 0;
+	v->vf = new_lua_fn(20, 30, &v->pt_v);
+	v->ff = new_lua_fn(20, 10, NULL);
+	v->leaf = new_lua_fn(30, 40, NULL);
+	b0 = stack0 + 32;
+	frame(b0, v->fm, 0x18 | lo->frame_cp);
+	below = b0;
+	v->b1 = 0;
+	if (with_m) {
+		v->b1 = callee(b0);
+		frame(v->b1, v->m, ret_pc(v->fm, 2));
+		below = v->b1;
+	}
+	v->pseudo = callee(below);
+	frame(v->pseudo, v->vf, ret_pc(with_m ? v->m : v->fm, 4));
+	real = v->pseudo + 8ull * slots;
+	frame(real, v->vf, (real - v->pseudo) | lo->frame_varg);
+	bf = callee(real);
+	frame(bf, v->ff, ret_pc(v->vf, 5));
+	bl = callee(bf);
+	frame(bl, v->leaf, ret_pc(v->ff, 7));
+	return regs_interp(bl, ret_pc(v->leaf, 11));
+}
+
 /* A vararg function in the middle of a stack: main -> v (vararg: its pseudo-frame, the
  * original call, then its frame with a vararg link down to it) -> f -> leaf. Warm, one
  * cache run takes f, v and v's pseudo-frame: the same stack and key as a walk without the
@@ -562,32 +600,17 @@ END_TEST
  * does not hold, or that holds another function, is left to the full step. */
 START_TEST(walk_vararg_frame_below_the_leaf_is_taken_in_the_cache_run)
 {
-	__u64 fm, vf, ff, leaf, b0, pseudo, real, bf, bl, pt_v, hash;
+	struct vstack v;
 	struct nupp_walk_regs r;
 	int steps, pass;
+	__u64 hash;
 	__s32 vms;
 
-	setup();
-	fm = new_lua_fn(20, 0, NULL);
-	vf = new_lua_fn(20, 30, &pt_v);
-	ff = new_lua_fn(20, 10, NULL);
-	leaf = new_lua_fn(30, 40, NULL);
-	b0 = stack0 + 32;
-	frame(b0, fm, 0x18 | lo->frame_cp);
-	pseudo = callee(b0);
-	frame(pseudo, vf, ret_pc(fm, 4));
-	real = pseudo + 8 * 4; /* BC_IFUNCV: the function copied above its fixed arguments */
-	frame(real, vf, (real - pseudo) | lo->frame_varg);
-	bf = callee(real);
-	frame(bf, ff, ret_pc(vf, 5));
-	bl = callee(bf);
-	frame(bl, leaf, ret_pc(ff, 7));
-	r = regs_interp(bl, ret_pc(leaf, 11));
-
+	r = vararg_stack(&v, 0, 4);
 	w.fc_tag = 0;
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 	ck_assert_uint_eq(w.st.depth, 4);
-	ck_assert_uint_eq(w.st.frames[2].ptr, pt_v);
+	ck_assert_uint_eq(w.st.frames[2].ptr, v.pt_v);
 	ck_assert_int_eq(w.st.frames[2].pos, 5);
 	ck_assert_uint_eq(w.st.frames[2].link, lo->frame_lua); /* relinked to the original call */
 	saved = w.st;
@@ -614,7 +637,7 @@ START_TEST(walk_vararg_frame_below_the_leaf_is_taken_in_the_cache_run)
 	w.fc_tag = (402ull << 22) | 9;
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 	{
-		struct nupp_walk_fc *c = nupp_walk_fc_call(&w, w.fc_tag, ret_pc(fm, 4));
+		struct nupp_walk_fc *c = nupp_walk_fc_call(&w, w.fc_tag, ret_pc(v.fm, 4));
 
 		ck_assert_ptr_nonnull(c);
 		c->pg_ins &= ~1u; /* its CALL unknown */
@@ -625,22 +648,7 @@ START_TEST(walk_vararg_frame_below_the_leaf_is_taken_in_the_cache_run)
 
 	/* a pseudo-frame below the stack window (a vararg call with 300 arguments, over
 	 * 2 KB): the run stops above it, and the full step reads the window holding it */
-	setup();
-	fm = new_lua_fn(20, 0, NULL);
-	vf = new_lua_fn(20, 30, &pt_v);
-	ff = new_lua_fn(20, 10, NULL);
-	leaf = new_lua_fn(30, 40, NULL);
-	b0 = stack0 + 32;
-	frame(b0, fm, 0x18 | lo->frame_cp);
-	pseudo = callee(b0);
-	frame(pseudo, vf, ret_pc(fm, 4));
-	real = pseudo + 8 * 302;
-	frame(real, vf, (real - pseudo) | lo->frame_varg);
-	bf = callee(real);
-	frame(bf, ff, ret_pc(vf, 5));
-	bl = callee(bf);
-	frame(bl, leaf, ret_pc(ff, 7));
-	r = regs_interp(bl, ret_pc(leaf, 11));
+	r = vararg_stack(&v, 0, 302);
 	w.fc_tag = 0;
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 	ck_assert_uint_eq(w.st.depth, 4);
@@ -659,22 +667,8 @@ START_TEST(walk_vararg_frame_below_the_leaf_is_taken_in_the_cache_run)
 
 	/* a pseudo-frame holding another function is read by the full step: the same
 	 * result with the cache as without */
-	setup();
-	fm = new_lua_fn(20, 0, NULL);
-	vf = new_lua_fn(20, 30, &pt_v);
-	ff = new_lua_fn(20, 10, NULL);
-	leaf = new_lua_fn(30, 40, NULL);
-	b0 = stack0 + 32;
-	frame(b0, fm, 0x18 | lo->frame_cp);
-	pseudo = callee(b0);
-	real = pseudo + 8 * 4;
-	frame(real, vf, (real - pseudo) | lo->frame_varg);
-	bf = callee(real);
-	frame(bf, ff, ret_pc(vf, 5));
-	bl = callee(bf);
-	frame(bl, leaf, ret_pc(ff, 7));
-	r = regs_interp(bl, ret_pc(leaf, 11));
-	frame(pseudo, ff, ret_pc(fm, 4));
+	r = vararg_stack(&v, 0, 4);
+	frame(v.pseudo, v.ff, ret_pc(v.fm, 4));
 	w.fc_tag = 0;
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 	saved = w.st;
@@ -684,7 +678,7 @@ START_TEST(walk_vararg_frame_below_the_leaf_is_taken_in_the_cache_run)
 		ck_assert_mem_eq(&w.st, &saved, sizeof(saved));
 	}
 	/* ... and one holding no function is refused, cache or not */
-	put64(pseudo - 16, ((__u64)lo->itype_func << lo->itype_shift) | new_str("not a function"));
+	put64(v.pseudo - 16, ((__u64)lo->itype_func << lo->itype_shift) | new_str("not a function"));
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
 	w.fc_tag = 0;
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_BAD_FRAME);
@@ -697,35 +691,18 @@ END_TEST
  * hand on that CALL, or the new entry would place the frames below it wrongly. */
 START_TEST(walk_pseudo_frame_hands_its_call_to_the_frame_below)
 {
-	__u64 fm, ma, mb, vf, ff, leaf, b0, b1, pseudo, real, bf, bl, hash;
+	struct vstack v;
 	struct nupp_walk_regs r;
+	__u64 mb, hash;
 	int pass;
 
-	setup();
-	fm = new_lua_fn(20, 0, NULL);
-	ma = new_lua_fn(20, 5, NULL);
+	r = vararg_stack(&v, 1, 4);
 	mb = alloc_obj(64);
-	memcpy((void *)(uintptr_t)mb, (void *)(uintptr_t)ma, 64); /* another closure of ma's prototype */
-	vf = new_lua_fn(20, 30, NULL);
-	ff = new_lua_fn(20, 10, NULL);
-	leaf = new_lua_fn(30, 40, NULL);
-	b0 = stack0 + 32;
-	frame(b0, fm, 0x18 | lo->frame_cp);
-	b1 = callee(b0);
-	frame(b1, ma, ret_pc(fm, 2));
-	pseudo = callee(b1);
-	frame(pseudo, vf, ret_pc(ma, 4));
-	real = pseudo + 8 * 4;
-	frame(real, vf, (real - pseudo) | lo->frame_varg);
-	bf = callee(real);
-	frame(bf, ff, ret_pc(vf, 5));
-	bl = callee(bf);
-	frame(bl, leaf, ret_pc(ff, 7));
-	r = regs_interp(bl, ret_pc(leaf, 11));
+	memcpy((void *)(uintptr_t)mb, (void *)(uintptr_t)v.m, 64); /* another closure of m's prototype */
 	w.fc_tag = (501ull << 22) | 9;
 	for (pass = 0; pass < 3; pass++)
-		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE); /* ma's entries, CALLs known */
-	frame(b1, mb, ret_pc(fm, 2));
+		ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE); /* m's entries, CALLs known */
+	frame(v.b1, mb, ret_pc(v.fm, 2));
 	w.fc_tag = 0;
 	ck_assert_int_eq(walk(&r, 64), NUPP_WALK_DONE);
 	saved = w.st;
