@@ -131,7 +131,7 @@ __u64 pdead = 0;
 __u64 hnew[NUPP_SMP_NBUF] = {};
 _Static_assert((NUPP_SMP_TC_N & (NUPP_SMP_TC_N - 1)) == 0, "tcopy[] is indexed by a mask");
 
-/* -- Maps (sizes set at run time by user/sampler.c) ------------------------------ */
+/* -- Maps (sizes set at run time by user/core/sampler.c) ------------------------------ */
 
 struct {
 	__uint(type, BPF_MAP_TYPE_HASH);
@@ -1411,7 +1411,7 @@ int nupp_smp_proto_free(struct pt_regs *ctx)
 	if (!p)
 		return 0;
 	/* No layout yet: no sample of the process can exist, so no generation is needed
-	 * (and user/sampler.c writes this entry whole when it sets the layout). */
+	 * (and user/core/sampler.c writes this entry whole when it sets the layout). */
 	if (!p->layout_ok) {
 		__sync_fetch_and_add(&fc_epoch, 1);
 		return 0;

@@ -1,4 +1,4 @@
-/* The process follower's BPF ABI (bpf/follow.bpf.c, user/session.c): the events it sends
+/* The process follower's BPF ABI (bpf/follow.bpf.c, user/core/session.c): the events it sends
  * when a followed process forks a child or execs a new program. Host C and BPF. */
 #ifndef NUPP_FOLLOW_ABI_H
 #define NUPP_FOLLOW_ABI_H

@@ -40,7 +40,7 @@ const char *nupp_version(void);
 const char *nupp_luajit_build(void);
 /* ffi:end */
 
-/* -- Target VMs (user/vm.c) --------------------------------------------------- */
+/* -- Target VMs (user/core/vm.c) --------------------------------------------------- */
 
 /* One LuaJIT VM (global_State) in a process, with the layout its binary exports. */
 struct nupp_vm {
@@ -75,7 +75,7 @@ __u64 nupp_vm_read_calls(void);
  * LuaJIT without nupp-bpf's probes and layout (nupp_errmsg names it). */
 int nupp_vm_binary_for_exe(const char *exe, char *path, size_t size);
 
-/* -- vm_open watcher (user/vmwatch.c, bpf/vmwatch.bpf.c) ---------------------- */
+/* -- vm_open watcher (user/core/vmwatch.c, bpf/vmwatch.bpf.c) ---------------------- */
 
 struct nupp_vmwatch;
 
@@ -92,7 +92,7 @@ int nupp_vmwatch_next(struct nupp_vmwatch *w, int timeout_ms, struct nupp_vm *ou
 /* Detaches and frees. */
 void nupp_vmwatch_close(struct nupp_vmwatch *w);
 
-/* -- Probe check (user/probecheck.c, bpf/probecheck.bpf.c) -------------------- */
+/* -- Probe check (user/core/probecheck.c, bpf/probecheck.bpf.c) -------------------- */
 
 struct nupp_probecheck;
 
@@ -111,7 +111,7 @@ int nupp_probecheck_read(struct nupp_probecheck *pc, int i, __u64 *hits, int *na
 /* Detaches and frees. */
 void nupp_probecheck_close(struct nupp_probecheck *pc);
 
-/* -- Sessions (user/session.c) --------------------------------------------------
+/* -- Sessions (user/core/session.c) --------------------------------------------------
  * A session runs the sampler and/or the trace-abort channel on one or more processes:
  * it attaches in the right order, reads the kernel's events and counts at a steady
  * cadence, names zone ids from the processes' own nupp.zone tables, pauses and resumes,

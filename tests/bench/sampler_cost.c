@@ -144,7 +144,7 @@ static void cost_detach_probes(struct bpf_link **l)
 		bpf_link__destroy(l[i]);
 }
 
-/* Sizes each per-CPU cache map the sampler object has for ncpu CPUs, as user/sampler.c
+/* Sizes each per-CPU cache map the sampler object has for ncpu CPUs, as user/core/sampler.c
  * does (as declared, a cache map holds one CPU's entries: the build's own count), so a
  * base build of another cache layout is sized as its own CLI would size it. */
 static void cost_size_caches(struct bpf_object *obj, __u32 ncpu)
@@ -245,17 +245,17 @@ int main(int argc, char **argv)
 	close(gate[0]);
 	tgid = (__u32)pid;
 	skel = sampler_bpf__open();
-	/* As user/sampler.c sizes them: stacks of the default depth (and the frame that names
+	/* As user/core/sampler.c sizes them: stacks of the default depth (and the frame that names
 	 * the outermost). */
 	if (skel) {
 		skel->rodata->max_depth = NUPP_SMP_DEFAULT_DEPTH + 1;
 		skel->rodata->time_stats = (__u32)timed;
 		skel->rodata->fn_cache = (__u32)fnc;
-		/* A frame cache for every CPU, as user/sampler.c sizes it. */
+		/* A frame cache for every CPU, as user/core/sampler.c sizes it. */
 		ncpu = libbpf_num_possible_cpus();
 		skel->rodata->fc_ncpu = (__u32)(ncpu < NUPP_SMP_MAX_CPUS ? ncpu : NUPP_SMP_MAX_CPUS);
 		cost_size_caches(skel->obj, skel->rodata->fc_ncpu);
-		/* Stacks allocated as they are stored, as user/sampler.c makes the map (the base
+		/* Stacks allocated as they are stored, as user/core/sampler.c makes the map (the base
 		 * build's sampler keeps its own flags). */
 		bpf_map__set_map_flags(skel->maps.stacks, bpf_map__map_flags(skel->maps.stacks) | BPF_F_NO_PREALLOC);
 	}

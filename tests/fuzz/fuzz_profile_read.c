@@ -7,7 +7,7 @@
 #include <string.h>
 
 #include "nupp/profile.h"
-#include "report_internal.h"
+#include "report/report_internal.h"
 
 /* Renders p in fmt into a malloc'ed buffer; NULL if the writer failed. */
 static char *fuzz_render(const struct nupp_profile *p, enum nupp_format fmt, size_t *len)

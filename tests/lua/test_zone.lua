@@ -25,7 +25,7 @@ local tv = ffi.cast("double *", vl.zone_tv[slot])
 local h = ffi.cast("struct nupp_zone_table *", vl.zone_table[slot])
 check(h.magic == D.NUPP_ZONE_MAGIC and h.version == D.NUPP_ZONE_VERSION and h.slot == slot, "table header")
 
--- The paths of the table, by number (as user/zones.c reads them).
+-- The paths of the table, by number (as user/core/zones.c reads them).
 local function paths()
   local arena, out, off = ffi.cast("uint8_t *", h.arena), {}, 0
   for i = 1, h.npaths do

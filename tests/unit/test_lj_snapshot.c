@@ -19,7 +19,7 @@
 #include "lj_debug.h"
 #include "lj_ir.h"
 
-#include "../../user/sampler_internal.h"
+#include "core/sampler_internal.h"
 
 extern const struct nupp_lj_layout luajit_bpf_layout;
 

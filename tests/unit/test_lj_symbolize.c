@@ -18,8 +18,8 @@
 #include "lj_frame.h"
 #include "lj_gc.h"
 
-#include "../../user/sampler_internal.h"
-#include "../../user/nupp_internal.h"
+#include "core/sampler_internal.h"
+#include "core/nupp_internal.h"
 
 extern const struct nupp_lj_layout luajit_bpf_layout;
 

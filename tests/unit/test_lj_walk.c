@@ -8,7 +8,7 @@
 #include <sys/mman.h>
 
 #include "nupp/lj_layout.h"
-#include "../../user/sampler_internal.h"
+#include "core/sampler_internal.h"
 
 /* -- Fake memory: reads succeed only inside the arena ------------------------- */
 

@@ -119,7 +119,7 @@ local function write(path, with_info)
   for _, r in pairs(rows) do
     if with_info or r.sev ~= "info" then list[#list + 1] = r end
   end
-  -- user/aggregate.c agg_cmp_abort: severity, count desc, location, reason (zone all "").
+  -- user/core/aggregate.c agg_cmp_abort: severity, count desc, location, reason (zone all "").
   table.sort(list, function(a, b)
     if a.sev ~= b.sev then return ORDER[a.sev] < ORDER[b.sev] end
     if a.count ~= b.count then return a.count > b.count end

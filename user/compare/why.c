@@ -6,7 +6,7 @@
 #include <jansson.h>
 
 #include "nupp/why.h"
-#include "nupp_internal.h"
+#include "core/nupp_internal.h"
 #include "compare_internal.h"
 
 #define WHY_DEFAULT_MIN_SHARE 1.0

@@ -18,7 +18,7 @@ void cli_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 struct nupp_profile;
 
-/* Prints why hot code ran interpreted (report --why, record --why; user/cmd_why.c):
+/* Prints why hot code ran interpreted (report --why, record --why; user/cli/why_view.c):
  * text or JSON on f. 0, or 1 after printing the error. */
 int cli_why(const struct nupp_profile *p, bool json, FILE *f);
 

@@ -9,7 +9,7 @@
 
 #include "nupp/profile.h"
 
-/* -- Growing buffers (user/report_text.c) ------------------------------------------ */
+/* -- Growing buffers (user/report/report_text.c) ------------------------------------------ */
 
 struct nupp_buf {
 	char *p;
@@ -21,7 +21,7 @@ struct nupp_buf {
 int nupp_buf_add(struct nupp_buf *b, const char *s, size_t n);
 int nupp_buf_addc(struct nupp_buf *b, char c);
 
-/* -- Name text (user/report_text.c) ------------------------------------------------ */
+/* -- Name text (user/report/report_text.c) ------------------------------------------------ */
 
 /* True if s is well-formed UTF-8 with no character that the lossless JSON form uses
  * for raw bytes, i.e. it is written to JSON as it is. */
@@ -50,7 +50,7 @@ const char *nupp_rstate_key(int i);
 /* The legend name of state i ("compiled", "interpreted", "C code", "GC", "JIT compiler"). */
 const char *nupp_rstate_label(int i);
 
-/* -- Frames and the call tree (user/report_tree.c) -------------------------------- */
+/* -- Frames and the call tree (user/report/report_tree.c) -------------------------------- */
 
 /* Distinct frame names, each with an id (0..n-1) in first-seen order. */
 struct nupp_rframes {
@@ -99,7 +99,7 @@ struct nupp_rfunc {
 int nupp_rfuncs(const struct nupp_sample_set *s, struct nupp_rframes *frames, struct nupp_rfunc **out,
 		size_t *n);
 
-/* -- Reading (user/profile_read.c) --------------------------------------------------- */
+/* -- Reading (user/report/profile_read.c) --------------------------------------------------- */
 
 /* Reads buf[0..len) as collapsed stacks whatever its first byte (the fuzz target's way
  * into that reader); as nupp_profile_read_mem otherwise. */

@@ -9,7 +9,7 @@
 
 #include "nupp/nupp.h"
 #include "nupp/profile.h"
-#include "nupp_internal.h"
+#include "core/nupp_internal.h"
 #include "profile.pb-c.h"
 #include "report_internal.h"
 

@@ -7,7 +7,7 @@
 #include <jansson.h>
 
 #include "nupp/diff.h"
-#include "nupp_internal.h"
+#include "core/nupp_internal.h"
 #include "compare_internal.h"
 
 #define DIFF_DEFAULT_THRESHOLD 1.0

@@ -1,4 +1,5 @@
-/* nupp-bpf: the command table, global options and the one error printer. */
+/* nupp-bpf: main(), the command table and the global options (-v, --version). The option
+ * parsers and the error printer the subcommands share are cli_util.c. */
 #include <errno.h>
 #include <getopt.h>
 #include <stdarg.h>
@@ -10,71 +11,6 @@
 #include "nupp/nupp.h"
 #include "nupp/profile.h"
 #include "cli.h"
-
-int cli_verbose;
-
-/* Prints "Error: <message>" on stderr; the one error printer of the CLI. */
-void cli_error(const char *fmt, ...)
-{
-	va_list ap;
-
-	fputs("Error: ", stderr);
-	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
-	va_end(ap);
-	fputc('\n', stderr);
-}
-
-/* Parses a decimal integer option within [lo, hi]; false on error. */
-bool cli_int(const char *s, long lo, long hi, long *out)
-{
-	char *end;
-
-	errno = 0;
-	*out = strtol(s, &end, 10);
-	return !errno && end != s && !*end && *out >= lo && *out <= hi;
-}
-
-/* Adds the path of an -o option to outputs (n of at most max); false after printing the error. */
-bool cli_output_opt(const char *path, const char **outputs, int *n, int max)
-{
-	if (*n == max) {
-		cli_error("at most %d -o outputs", max);
-		return false;
-	}
-	outputs[(*n)++] = path;
-	return true;
-}
-
-/* Parses -f FMT into *fmt; csv (the abort table) only where allow_csv; false after printing the error. */
-bool cli_format_opt(const char *name, bool allow_csv, int *fmt)
-{
-	enum nupp_format f = nupp_format_by_name(name);
-
-	if (!f || (f == NUPP_FMT_CSV && !allow_csv)) {
-		if (allow_csv)
-			cli_error("unknown format '%s': use svg, speedscope, pprof, json, collapsed, top or csv", name);
-		else
-			cli_error("unknown format '%s': use svg, speedscope, pprof, json, collapsed or top "
-				  "(the abort table: --aborts FILE.csv)", name);
-		return false;
-	}
-	*fmt = (int)f;
-	return true;
-}
-
-/* Parses --top N into *top; false after printing the error. */
-bool cli_top_opt(const char *s, int *top)
-{
-	long v;
-
-	if (!cli_int(s, 1, 1000000, &v)) {
-		cli_error("invalid --top '%s': expected a number of rows >= 1", s);
-		return false;
-	}
-	*top = (int)v;
-	return true;
-}
 
 /* libnupp/libbpf print callback, filtered by -v. */
 static int cli_print(enum nupp_log_level level, const char *fmt, va_list ap)

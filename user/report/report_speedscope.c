@@ -7,7 +7,7 @@
 
 #include "nupp/nupp.h"
 #include "nupp/profile.h"
-#include "nupp_internal.h"
+#include "core/nupp_internal.h"
 #include "report_internal.h"
 
 /* A JSON string of a name for display, or NULL on ENOMEM. */

@@ -1,4 +1,4 @@
-/* Internals shared by the comparison reports (user/diff.c, user/why.c): a string ->
+/* Internals shared by the comparison reports (user/compare/diff.c, user/compare/why.c): a string ->
  * index table, and names as JSON strings. */
 #ifndef NUPP_COMPARE_INTERNAL_H
 #define NUPP_COMPARE_INTERNAL_H

@@ -3,7 +3,7 @@
 #include <stdio.h>
 
 #include "nupp/profile.h"
-#include "nupp_internal.h"
+#include "core/nupp_internal.h"
 
 /* Writes the rows as collapsed stacks, one line per (zone, stack): the rows of one stack
  * in several processes or threads are merged. Rows with the same stack in different

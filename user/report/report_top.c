@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "nupp/profile.h"
-#include "nupp_internal.h"
+#include "core/nupp_internal.h"
 #include "report_internal.h"
 
 /* A share in percent of total, "-" for an empty total. */

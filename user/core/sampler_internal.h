@@ -1,5 +1,5 @@
-/* Internals of the sampler channel shared by user/sampler.c, user/symbolize.c,
- * user/snapshot.c and their unit tests: memory readers, the symbolizer, the trace cache. */
+/* Internals of the sampler channel shared by user/core/sampler.c, user/core/symbolize.c,
+ * user/core/snapshot.c and their unit tests: memory readers, the symbolizer, the trace cache. */
 #ifndef NUPP_SAMPLER_INTERNAL_H
 #define NUPP_SAMPLER_INTERNAL_H
 
@@ -30,7 +30,7 @@ typedef int (*nupp_readv_fn)(void *ctx, const struct nupp_read_seg *seg, int n);
  * nupp_vm_read_calls): see nupp_readv_fn. */
 int nupp_vm_readv(pid_t pid, const struct nupp_read_seg *seg, int n);
 
-/* -- Symbolizer (user/symbolize.c) ---------------------------------------------- */
+/* -- Symbolizer (user/core/symbolize.c) ---------------------------------------------- */
 
 struct nupp_sym;
 
@@ -110,7 +110,7 @@ void nupp_sym_set_addrmap(struct nupp_sym *s, struct nupp_addrmap *a);
  * anything else -> "[string]". */
 void nupp_sym_module(const char *chunk, char *buf, size_t size);
 
-/* -- Traces (user/snapshot.c) ---------------------------------------------------- */
+/* -- Traces (user/core/snapshot.c) ---------------------------------------------------- */
 
 /* Index of the snapshot whose code holds mcode offset ofs: the rightmost snapshot with
  * mcofs <= ofs (lj_trace.c:1040-1045); -1 if ofs is before the first. */
@@ -143,7 +143,7 @@ void nupp_traces_purge(struct nupp_traces *t, __u64 now_us);
 int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, struct nupp_smp_frame *out,
 		       int max);
 
-/* -- Helper samples (user/sampler.c) -------------------------------------------- */
+/* -- Helper samples (user/core/sampler.c) -------------------------------------------- */
 
 /* What the interpreter stored before calling the C helper named callee (with cpcall: by
  * the time of a protected call the helper made, NUPP_SMP_F_CPCALL): NUPP_SMP_SYNC_BOTH

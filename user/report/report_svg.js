@@ -1,5 +1,5 @@
 // The flame graph's own script: hover details, click to zoom, search with Ctrl-F.
-// Embedded in every SVG nupp-bpf writes (user/report_svg.c); data F, A and M precede it.
+// Embedded in every SVG nupp-bpf writes (user/report/report_svg.c); data F, A and M precede it.
 // F[i] = [name, offset, samples, depth, compiled, interpreted, C, GC, JIT, self, abort index]
 // for the i-th child of #frames; A = abort texts; M = layout and totals.
 "use strict";

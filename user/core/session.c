@@ -1478,10 +1478,3 @@ void nupp_profile_totals(const struct nupp_profile *p, unsigned long long totals
 	for (j = 0; j < NUPP_LOST__MAX && j < 6; j++)
 		totals[3 + j] = p->samples.lost[j];
 }
-
-/* Writes the nupp profile JSON document of p to path ("-": stdout), atomically: a
- * temporary file renamed into place, so a failed write leaves nothing half-written. */
-int nupp_profile_write_json(const struct nupp_profile *p, const char *path)
-{
-	return nupp_profile_write_file(p, path, NUPP_FMT_JSON, NULL);
-}

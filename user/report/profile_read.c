@@ -10,7 +10,7 @@
 
 #include "nupp/nupp.h"
 #include "nupp/profile.h"
-#include "nupp_internal.h"
+#include "core/nupp_internal.h"
 #include "report_internal.h"
 
 /* What nupp_profile_read allocated for the meta: its strings and its pids. */

@@ -1,4 +1,4 @@
-/* libnupp internals: reading nupp.zone's state of target processes (user/zones.c). */
+/* libnupp internals: reading nupp.zone's state of target processes (user/core/zones.c). */
 #ifndef NUPP_ZONES_INTERNAL_H
 #define NUPP_ZONES_INTERNAL_H
 
@@ -38,16 +38,16 @@ bool nupp_zones_seen(const struct nupp_zones *z, pid_t pid);
 /* Forgets pid (it exited or exec'ed). */
 void nupp_zones_forget(struct nupp_zones *z, pid_t pid);
 
-/* The trace channel names its rows' zone ids with z from now on (user/trace.c). */
+/* The trace channel names its rows' zone ids with z from now on (user/core/trace.c). */
 struct nupp_trace;
 void nupp_trace_set_zones(struct nupp_trace *t, struct nupp_zones *z);
 
 /* The trace channel counts, from now on, only the processes its map of tgids names
  * profiled (enum nupp_follow_value): returns that map's fd, which the session's process
- * follower shares, or -errno (user/trace.c). */
+ * follower shares, or -errno (user/core/trace.c). */
 int nupp_trace_follow(struct nupp_trace *t);
 /* nupp_trace_open, its map of tgids being the map tgids_fd (-1: its own): a session
- * shares it with the sampler's process follower (user/trace.c). */
+ * shares it with the sampler's process follower (user/core/trace.c). */
 struct nupp_trace_opts;
 struct nupp_trace *nupp_trace_open_shared(const struct nupp_trace_opts *opts, int tgids_fd, int *err);
 

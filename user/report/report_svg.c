@@ -9,9 +9,9 @@
 
 #include "nupp/nupp.h"
 #include "nupp/profile.h"
-#include "nupp_internal.h"
+#include "core/nupp_internal.h"
 #include "report_internal.h"
-#include "report_svg_js.h" /* nupp_svg_js: user/report_svg.js as a C string */
+#include "report_svg_js.h" /* nupp_svg_js: user/report/report_svg.js as a C string */
 
 #define SVG_WIDTH 1200
 #define SVG_PAD 10

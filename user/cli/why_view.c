@@ -1,5 +1,5 @@
-/* The --why glue of `report` and `record`: the hottest code that ran interpreted,
- * joined with the trace aborts that explain it (the join is user/why.c). */
+/* The --why view of `report` and `record`: the hottest code that ran interpreted,
+ * joined with the trace aborts that explain it (the join is user/compare/why.c). */
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>

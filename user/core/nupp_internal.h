@@ -15,23 +15,23 @@ void nupp_pr(enum nupp_log_level level, const char *fmt, ...) __attribute__((for
 /* Records the message for the failure being returned; returns err. */
 int nupp_fail(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
-/* -- Side by side (user/parallel.c) ------------------------------------------ */
+/* -- Side by side (user/core/parallel.c) ------------------------------------------ */
 
 /* Calls fn(arg, i) for every i < n concurrently; returns when all have returned. */
 void nupp_parallel(void (*fn)(void *arg, size_t i), void *arg, size_t n);
 
 /* The USDT cookie of luajit:vm_open in binary (distance from luajit_bpf_layout to
- * luajit_bpf_vmlist), 0 when it has no zone slots (user/vm.c). */
+ * luajit_bpf_vmlist), 0 when it has no zone slots (user/core/vm.c). */
 __u64 nupp_vm_vmlist_cookie(const char *binary);
 
-/* -- ELF (user/elf.c) -------------------------------------------------------- */
+/* -- ELF (user/core/elf.c) -------------------------------------------------------- */
 
 /* Looks up a symbol (dynsym, then symtab) in an ELF file: 0 and value/size, or -errno. */
 int nupp_elf_sym(const char *path, const char *name, __u64 *value, __u64 *size);
 /* Translates a virtual address of the ELF file into a file offset (via PT_LOAD). */
 int nupp_elf_vaddr_to_off(const char *path, __u64 vaddr, __u64 *off);
 
-/* -- /proc/PID/maps (user/elf.c) --------------------------------------------- */
+/* -- /proc/PID/maps (user/core/elf.c) --------------------------------------------- */
 
 struct nupp_map {
 	__u64 start, end, offset;
@@ -44,7 +44,7 @@ int nupp_maps_read(pid_t pid, struct nupp_map **maps);
 /* The runtime address of a file offset of path in pid's maps, or 0. */
 __u64 nupp_maps_addr(const struct nupp_map *maps, int n, const char *path, __u64 off);
 
-/* -- Address maps (user/elf.c): a process's mappings and its files' symbols --- */
+/* -- Address maps (user/core/elf.c): a process's mappings and its files' symbols --- */
 
 struct nupp_addrmap;
 
@@ -63,7 +63,7 @@ int nupp_addrmap_name(struct nupp_addrmap *a, __u64 addr, char *buf, size_t size
 /* Reads len bytes of code at runtime address addr from its mapped file; 0 or -errno. */
 int nupp_addrmap_read(struct nupp_addrmap *a, __u64 addr, void *buf, size_t len);
 
-/* -- Sampler (user/sampler.c): rings read with its own ------------------------ */
+/* -- Sampler (user/core/sampler.c): rings read with its own ------------------------ */
 
 struct nupp_sampler;
 struct nupp_sampler_opts;

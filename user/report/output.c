@@ -11,7 +11,7 @@
 
 #include "nupp/nupp.h"
 #include "nupp/profile.h"
-#include "nupp_internal.h"
+#include "core/nupp_internal.h"
 
 /* -- Formats ------------------------------------------------------------------------ */
 
@@ -296,4 +296,11 @@ int nupp_profile_write_file(const struct nupp_profile *p, const char *path, enum
 				 ".speedscope.json, .pb.gz, .csv, or give the format with -f",
 				 path);
 	return nupp_output_write(path, output_profile, &c);
+}
+
+/* Writes the nupp profile JSON document of p to path ("-": stdout), atomically: a
+ * temporary file renamed into place, so a failed write leaves nothing half-written. */
+int nupp_profile_write_json(const struct nupp_profile *p, const char *path)
+{
+	return nupp_profile_write_file(p, path, NUPP_FMT_JSON, NULL);
 }
