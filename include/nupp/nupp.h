@@ -203,6 +203,10 @@ const char *nupp_profile_abort(const struct nupp_profile *p, size_t i, const cha
 void nupp_profile_totals(const struct nupp_profile *p, unsigned long long totals[9]);
 /* Writes the nupp profile JSON document of p to path ("-": stdout). 0 or -errno. */
 int nupp_profile_write_json(const struct nupp_profile *p, const char *path);
+/* Writes len bytes of text to path ("-": stdout) as every nupp-bpf output is written: a
+ * temporary file in the path's own folder renamed onto it, never through a symbolic link
+ * another user owns, owned by the sudo user under sudo. 0 or -errno (nupp_errmsg()). */
+int nupp_write_text_file(const char *path, const char *text, size_t len);
 
 /* -- Availability ----------------------------------------------------------------- */
 

@@ -273,13 +273,48 @@ local function sample_report(rows, intervalMs, backend)
     text = concat(lines), backend = backend }, SampleReport)
 end
 
--- Writes text to filename, raising from fn when it cannot.
+-- Writes text to filename, raising from fn when it cannot: through libnupp where it
+-- loads (a temporary file in the file's own folder renamed onto it, never through a
+-- symbolic link another user owns, owned by the sudo user under sudo), else the same in
+-- plain Lua: a new temporary file ("x": never an existing one, nor through a link)
+-- renamed onto the name, which replaces a link rather than its target.
 local function write_file(fn, filename, text)
-  local f, e = io.open(filename, "wb")
+  local l = libnupp()
+  if l then
+    local okf, f = pcall(function() return l.nupp_write_text_file end)
+    if okf then
+      if f(filename, text, #text) ~= 0 then raise(fn, ffi.string(l.nupp_errmsg()), 3) end
+      return
+    end
+  end
+  local dir, base = filename:match("^(.*/)([^/]*)$")
+  dir, base = dir or "", base or filename
+  if base == "" then raise(fn, "cannot write " .. filename .. ": it names a folder, not a file", 3) end
+  if filename:find("^/dev/") or filename:find("^/proc/") then
+    -- A device or a descriptor (/dev/stdout): written in place, as there is nothing to rename.
+    local f, e = io.open(filename, "wb")
+    if not f then raise(fn, "cannot write " .. filename .. ": " .. tostring(e), 3) end
+    local ok, e2 = f:write(text)
+    f:close()
+    if not ok then raise(fn, "cannot write " .. filename .. ": " .. tostring(e2), 3) end
+    return
+  end
+  -- Names from the clock and a counter, not math.random: the application's random
+  -- sequence is its own.
+  local tmp, f, e
+  for i = 1, 100 do
+    tmp = format("%s.%s.%x%x", dir, base, floor(os.clock() * 1e6) % 0x1000000, i)
+    f, e = io.open(tmp, "wbx")
+    if f or not tostring(e):find("exists") then break end
+  end
   if not f then raise(fn, "cannot write " .. filename .. ": " .. tostring(e), 3) end
   local ok, e2 = f:write(text)
-  f:close()
-  if not ok then raise(fn, "cannot write " .. filename .. ": " .. tostring(e2), 3) end
+  local okc, e3 = f:close()
+  if ok and okc then ok, e2 = os.rename(tmp, filename) else e2 = e2 or e3 end
+  if not ok then
+    os.remove(tmp)
+    raise(fn, "cannot write " .. filename .. ": " .. tostring(e2), 3)
+  end
 end
 
 -- A JSON string.

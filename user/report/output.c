@@ -1,17 +1,20 @@
 /* Outputs that are never lost: formats by name and extension, paths checked before
- * any work, and each output written to a temporary file renamed into place. */
+ * any work, and each output written to a temporary file renamed into place. Where a path
+ * leads, and who owns the file, is output_path.c's; this file never opens a path by name. */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "nupp/nupp.h"
 #include "nupp/profile.h"
 #include "core/nupp_internal.h"
+#include "output_internal.h"
 
 /* -- Formats ------------------------------------------------------------------------ */
 
@@ -76,52 +79,26 @@ enum nupp_format nupp_format_by_path(const char *path)
 
 /* -- Paths ---------------------------------------------------------------------------- */
 
-/* The folder of path into dir ("." for a bare name). */
-static void output_dir(const char *path, char *dir, size_t size)
-{
-	const char *slash = strrchr(path, '/');
-
-	if (!slash)
-		snprintf(dir, size, ".");
-	else
-		snprintf(dir, size, "%.*s", slash == path ? 1 : (int)(slash - path), path);
-}
-
-/* Checks that path can be written as an output. */
+/* Checks that path can be written as an output (the rules of output_path.c). */
 int nupp_output_check(const char *path)
 {
-	char dir[PATH_MAX], real[PATH_MAX];
-	struct stat st;
+	struct output_target t;
+	int err;
 
 	if (strcmp(path, "-") == 0)
 		return 0;
-	if (!path[0])
-		return nupp_fail(-EINVAL, "cannot write an output with an empty name");
-	if (path[strlen(path) - 1] == '/')
-		return nupp_fail(-EISDIR, "cannot write %s: it names a folder, not a file", path);
-	if (stat(path, &st) == 0) {
-		if (S_ISDIR(st.st_mode))
-			return nupp_fail(-EISDIR, "cannot write %s: it is a folder (give a file name inside it)", path);
-		if (access(path, W_OK) != 0)
-			return nupp_fail(-errno, "cannot write %s: %s", path, strerror(errno));
-		if (!S_ISREG(st.st_mode))
-			return 0; /* a device or a FIFO: written in place */
-		if (realpath(path, real))
-			path = real; /* a symlink: its target is replaced */
+	err = output_resolve(path, &t);
+	if (err)
+		return err;
+	if (t.in_place) {
+		if (faccessat(t.dirfd, t.name, W_OK, t.follow ? 0 : AT_SYMLINK_NOFOLLOW) != 0)
+			err = nupp_fail(-errno, "cannot write %s: %s", path, strerror(errno));
+	} else if (faccessat(t.dirfd, ".", W_OK | X_OK, 0) != 0) {
+		err = nupp_fail(-errno, "cannot write %s: %s: %s", path, t.dir,
+				errno == EACCES ? "no permission to create files in this folder" : strerror(errno));
 	}
-	output_dir(path, dir, sizeof(dir));
-	if (stat(dir, &st) != 0) {
-		if (errno == ENOENT)
-			return nupp_fail(-ENOENT, "cannot write %s: the folder %s does not exist (create it first)", path,
-					 dir);
-		return nupp_fail(-errno, "cannot write %s: %s: %s", path, dir, strerror(errno));
-	}
-	if (!S_ISDIR(st.st_mode))
-		return nupp_fail(-ENOTDIR, "cannot write %s: %s is not a folder", path, dir);
-	if (access(dir, W_OK | X_OK) != 0)
-		return nupp_fail(-errno, "cannot write %s: %s: %s", path, dir,
-				 errno == EACCES ? "no permission to create files in this folder" : strerror(errno));
-	return 0;
+	output_target_close(&t);
+	return err;
 }
 
 /* -- Writing ---------------------------------------------------------------------------- */
@@ -174,54 +151,87 @@ static int output_stdout(int (*write_fn)(FILE *f, void *ctx), void *ctx)
 	return 0;
 }
 
-/* Writes in place (a device or a FIFO: nothing to rename). */
-static int output_in_place(const char *path, int (*write_fn)(FILE *f, void *ctx), void *ctx)
+/* Writes in place (a device, a FIFO, a /proc fd link: nothing to rename). */
+static int output_in_place(const char *path, const struct output_target *t,
+			   int (*write_fn)(FILE *f, void *ctx), void *ctx)
 {
-	FILE *f = fopen(path, "we");
+	/* A regular file behind a /proc fd link (-o /dev/stdout > file) is appended to, as
+	 * the shell's own descriptor would write it; a device or a FIFO is opened as fopen "w". */
+	int mode = t->follow && S_ISREG(t->st.st_mode) ? O_APPEND : O_TRUNC;
+	int fd = openat(t->dirfd, t->name, O_WRONLY | O_CLOEXEC | mode | (t->follow ? 0 : O_NOFOLLOW));
+	FILE *f;
 	int err;
 
-	if (!f)
+	if (fd < 0)
 		return nupp_fail(-errno, "cannot write %s: %s", path, strerror(errno));
+	f = fdopen(fd, "w");
+	if (!f) {
+		err = -errno;
+		close(fd);
+		return output_failed(path, err);
+	}
 	err = output_run(f, write_fn, ctx);
 	if (fclose(f) && !err)
 		err = -errno;
 	return err ? output_failed(path, err) : 0;
 }
 
-/* Writes one output atomically. */
+/* Creates a new temporary file ".NAME.XXXXXX" beside t's file, never through a link;
+ * its name in tmp. The fd, or -errno. */
+static int output_temp(const struct output_target *t, char *tmp, size_t size)
+{
+	static const char digits[] = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789";
+	unsigned char rnd[6];
+	int tries, i, fd;
+
+	for (tries = 0; tries < 100; tries++) {
+		if (getrandom(rnd, sizeof(rnd), 0) != (ssize_t)sizeof(rnd))
+			return -EIO;
+		snprintf(tmp, size, ".%.*s.XXXXXX", NAME_MAX - 8, t->name);
+		for (i = 0; i < 6; i++)
+			tmp[strlen(tmp) - 6 + i] = digits[rnd[i] % (sizeof(digits) - 1)];
+		fd = openat(t->dirfd, tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+		if (fd >= 0 || errno != EEXIST)
+			return fd >= 0 ? fd : -errno;
+	}
+	return -EEXIST;
+}
+
+/* Writes one output atomically: a temporary file in the path's own folder, renamed onto
+ * the path's own name (a trusted link's target, where the path was one). */
 int nupp_output_write(const char *path, int (*write_fn)(FILE *f, void *ctx), void *ctx)
 {
-	char real[PATH_MAX], tmp[PATH_MAX + 32];
-	const char *target = path, *base;
-	struct stat st;
-	bool exists;
-	mode_t mask;
+	char tmp[NAME_MAX + 16];
+	struct output_target t;
+	uid_t uid;
+	gid_t gid;
 	FILE *f;
 	int fd, err;
 
 	if (strcmp(path, "-") == 0)
 		return output_stdout(write_fn, ctx);
-	exists = stat(path, &st) == 0;
-	if (exists && S_ISDIR(st.st_mode))
-		return nupp_fail(-EISDIR, "cannot write %s: it is a folder (give a file name inside it)", path);
-	if (exists && !S_ISREG(st.st_mode))
-		return output_in_place(path, write_fn, ctx);
-	if (exists && realpath(path, real))
-		target = real;
-	base = strrchr(target, '/');
-	if (base)
-		snprintf(tmp, sizeof(tmp), "%.*s.%s.XXXXXX", (int)(base + 1 - target), target, base + 1);
-	else
-		snprintf(tmp, sizeof(tmp), ".%s.XXXXXX", target);
-	fd = mkostemp(tmp, O_CLOEXEC);
-	if (fd < 0)
-		return nupp_fail(-errno, "cannot write %s: %s", path, strerror(errno));
-	/* The mode (and owner, for root) a file created or rewritten in place would have. */
-	mask = umask(0);
-	umask(mask);
-	if (fchmod(fd, exists ? (st.st_mode & 07777) : (0666 & ~mask))) {
+	err = output_resolve(path, &t);
+	if (err)
+		return err;
+	if (t.in_place) {
+		err = output_in_place(path, &t, write_fn, ctx);
+		output_target_close(&t);
+		return err;
 	}
-	if (exists && geteuid() == 0 && fchown(fd, st.st_uid, st.st_gid)) {
+	fd = output_temp(&t, tmp, sizeof(tmp));
+	if (fd < 0) {
+		err = fd == -EACCES ? nupp_fail(fd, "cannot write %s: %s: no permission to create files in this folder",
+						path, t.dir)
+				    : nupp_fail(fd, "cannot write %s: %s", path, strerror(-fd));
+		output_target_close(&t);
+		return err;
+	}
+	/* The owner and mode a file rewritten in place would keep; a new one is ours (the
+	 * sudo user's under sudo) with the mode the umask gives. Never set-id bits. */
+	output_owner(&t, &uid, &gid);
+	if ((uid != geteuid() || gid != getegid()) && fchown(fd, uid, gid)) {
+	}
+	if (t.exists && fchmod(fd, t.st.st_mode & 0777)) {
 	}
 	f = fdopen(fd, "w");
 	if (!f) {
@@ -234,13 +244,39 @@ int nupp_output_write(const char *path, int (*write_fn)(FILE *f, void *ctx), voi
 		err = -errno;
 	if (fclose(f) && !err)
 		err = -errno;
-	if (!err && rename(tmp, target) != 0)
+	if (!err && renameat(t.dirfd, tmp, t.dirfd, t.name) != 0)
 		err = -errno;
-	if (!err)
+	if (!err) {
+		output_target_close(&t);
 		return 0;
+	}
 fail:
-	unlink(tmp);
+	unlinkat(t.dirfd, tmp, 0);
+	output_target_close(&t);
 	return output_failed(path, err);
+}
+
+/* -- Text ------------------------------------------------------------------------------- */
+
+struct output_text {
+	const char *text;
+	size_t len;
+};
+
+/* write_fn of nupp_write_text_file. */
+static int output_text_fn(FILE *f, void *ctx)
+{
+	const struct output_text *t = ctx;
+
+	return fwrite(t->text, 1, t->len, f) == t->len ? 0 : -(errno ? errno : EIO);
+}
+
+/* Writes len bytes of text to path as every output is written. */
+int nupp_write_text_file(const char *path, const char *text, size_t len)
+{
+	struct output_text t = { .text = text, .len = len };
+
+	return nupp_output_write(path, output_text_fn, &t);
 }
 
 /* -- Profiles -------------------------------------------------------------------------- */
