@@ -8,28 +8,6 @@ need_root
 BUSY='local t = os.clock() while os.clock() - t < (tonumber(arg[1]) or 30) do local s = 0 for i = 1, 1000 do s = s + i end end'
 echo "$BUSY" >"$TMP/busy.lua"
 
-# Waits until record (stderr in $1) says it is recording: BPF loading takes seconds on a
-# busy machine, and a signal must reach it after the attach.
-wait_recording() {
-  local i
-  for i in $(seq 600); do
-    grep -q "recording" "$1" 2>/dev/null && { sleep 0.5; return 0; }
-    sleep 0.1
-  done
-  cat "$1" >&2; fail "record did not start within 60 s"
-}
-
-# Waits until the background target $1 has exec'ed our LuaJIT (bash forks first: a
-# record -p started before the exec finds no LuaJIT in the process, and says so).
-wait_luajit() {
-  local i
-  for i in $(seq 300); do
-    grep -q 'luajit' "/proc/$1/maps" 2>/dev/null && return 0
-    sleep 0.1
-  done
-  fail "target $1 did not start LuaJIT within 30 s"
-}
-
 # Checks a nupp profile: JSON with version 1, samples > 0, every stack well formed.
 check_json() {
   python3 - "$1" "$2" <<'PY'
@@ -55,26 +33,6 @@ wait_luajit "$target"
 "$NUPP_BPF" record -q -F 199 -d 1 -o "$TMP/d.json" -p "$target"
 check_json "$TMP/d.json" "$target"
 kill -0 "$target" || fail "record -p must not stop the target"
-
-# The ids of the BPF links and programs process $1 holds (its fdinfo).
-held_bpf() { grep -hE '^(link_id|prog_id):' /proc/"$1"/fdinfo/* 2>/dev/null | awk '{print $1, $2}' | sort -u; }
-
-# Waits until none of the BPF links and programs listed in file $1 exists any more: they
-# are released after record exits (by its closer process), never left attached.
-wait_released() {
-  local i left
-  for i in $(seq 200); do
-    left=$( { bpftool -j link show; echo; bpftool -j prog show; } | python3 -c '
-import json, sys
-want = set(l.strip() for l in open(sys.argv[1]) if l.strip())
-docs = [json.loads(d) for d in sys.stdin.read().split("\n") if d.strip()]
-alive = {"link_id: %d" % x["id"] for x in docs[0] or []} | {"prog_id: %d" % x["id"] for x in docs[1] or []}
-print(" ".join(sorted(want & alive)))' "$1")
-    [ -z "$left" ] && return 0
-    sleep 0.1
-  done
-  fail "still attached 20 s after record exited: $left"
-}
 
 # 2. SIGINT (Ctrl-C) and SIGTERM during -p: the file is written, status 0, and every probe
 # record attached is gone after it exits.

@@ -24,3 +24,45 @@ assert_eq() { [ "$1" = "$2" ] || fail "${3:-values differ}: expected [$2], got [
 
 # Asserts that a file contains a fixed string.
 assert_contains() { grep -qF -- "$2" "$1" || { cat "$1" >&2; fail "$1 does not contain [$2]"; }; }
+
+# Waits until record (stderr in $1) says it is recording: BPF loading takes seconds on a
+# busy machine, and a signal must reach it after the attach.
+wait_recording() {
+  local i
+  for i in $(seq 600); do
+    grep -q "recording" "$1" 2>/dev/null && { sleep 0.5; return 0; }
+    sleep 0.1
+  done
+  cat "$1" >&2; fail "record did not start within 60 s"
+}
+
+# Waits until the background target $1 has exec'ed our LuaJIT (bash forks first: a
+# record -p started before the exec finds no LuaJIT in the process, and says so).
+wait_luajit() {
+  local i
+  for i in $(seq 300); do
+    grep -q 'luajit' "/proc/$1/maps" 2>/dev/null && return 0
+    sleep 0.1
+  done
+  fail "target $1 did not start LuaJIT within 30 s"
+}
+
+# The ids of the BPF links and programs process $1 holds (its fdinfo).
+held_bpf() { grep -hE '^(link_id|prog_id):' /proc/"$1"/fdinfo/* 2>/dev/null | awk '{print $1, $2}' | sort -u; }
+
+# Waits until none of the BPF links and programs listed in file $1 exists any more: they
+# are released after record exits (by its closer process), never left attached.
+wait_released() {
+  local i left
+  for i in $(seq 200); do
+    left=$( { bpftool -j link show; echo; bpftool -j prog show; } | python3 -c '
+import json, sys
+want = set(l.strip() for l in open(sys.argv[1]) if l.strip())
+docs = [json.loads(d) for d in sys.stdin.read().split("\n") if d.strip()]
+alive = {"link_id: %d" % x["id"] for x in docs[0] or []} | {"prog_id: %d" % x["id"] for x in docs[1] or []}
+print(" ".join(sorted(want & alive)))' "$1")
+    [ -z "$left" ] && return 0
+    sleep 0.1
+  done
+  fail "still attached 20 s after record exited: $left"
+}
