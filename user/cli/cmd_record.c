@@ -521,8 +521,8 @@ static double record_now(void)
  * child runs as the invoking user. Returns the PID, gate write end in *gate. */
 static pid_t record_spawn(char **cmd, int *gate, bool stdout_to_stderr)
 {
+	pid_t pid, parent = getpid();
 	int fds[2];
-	pid_t pid;
 
 	if (pipe2(fds, O_CLOEXEC))
 		return -1;
@@ -551,6 +551,11 @@ static pid_t record_spawn(char **cmd, int *gate, bool stdout_to_stderr)
 				_exit(126);
 			}
 		}
+		/* The command is stopped with us (SIGTERM) rather than left running unprofiled
+		 * when record is killed outright (kill -9); set after the drop to SUDO_UID,
+		 * which clears it, and checked against a parent already gone. */
+		if (prctl(PR_SET_PDEATHSIG, SIGTERM) || getppid() != parent)
+			_exit(126);
 		execvp(cmd[0], cmd);
 		fprintf(stderr, "nupp-bpf: cannot run %s: %s\n", cmd[0], strerror(errno));
 		_exit(errno == ENOENT ? 127 : 126);

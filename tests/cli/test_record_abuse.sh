@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# record under abuse: two records on one PID at once (each a whole profile), the target
+# stopped (SIGSTOP) for 5 s (not sampled while stopped, the profile written), a -p target
+# that exits while record attaches (a profile or a clear error, never a hang), kill -9 of
+# record (every BPF link and program released; the -- CMD child gets SIGTERM).
+. "$(dirname "$0")/../support/lib.sh"
+need_root
+
+BUSY='local t = os.clock() while os.clock() - t < (tonumber(arg[1]) or 30) do local s = 0 for i = 1, 1000 do s = s + i end end'
+echo "$BUSY" >"$TMP/busy.lua"
+samples() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); m=d["meta"]; assert m["samples"] == sum(r["count"] for r in d["samples"]); print(m["samples"])' "$1"; }
+
+"$NUPP_LUAJIT" "$TMP/busy.lua" 60 & target=$!
+trap 'kill "$target" 2>/dev/null; rm -rf "$TMP"' EXIT
+wait_luajit "$target"
+
+# 1. Two records of one PID at once: both complete, each with its own samples of the
+# same seconds (3 s at 199 Hz of a busy thread: within a fifth of 597).
+"$NUPP_BPF" record -q -F 199 -d 3 -o "$TMP/a.json" -p "$target" 2>"$TMP/ea" & a=$!
+"$NUPP_BPF" record -q -F 199 -d 3 -o "$TMP/b.json" -p "$target" 2>"$TMP/eb" & b=$!
+st=0; wait "$a" || st=$?; assert_eq "$st" 0 "first of two records"
+st=0; wait "$b" || st=$?; assert_eq "$st" 0 "second of two records"
+for f in a b; do
+  n=$(samples "$TMP/$f.json")
+  [ "$n" -ge 478 ] && [ "$n" -le 716 ] || fail "$f.json: $n samples, expected about 597"
+done
+
+# 2. The target stopped for 5 s of a 7 s record: about 2 s of samples, none lost, exit 0.
+"$NUPP_BPF" record -F 199 -d 7 -o "$TMP/s.json" -p "$target" 2>"$TMP/es" & rec=$!
+wait_recording "$TMP/es"
+kill -STOP "$target"; sleep 5; kill -CONT "$target"
+st=0; wait "$rec" || st=$?
+assert_eq "$st" 0 "record of a target stopped for 5 s"
+n=$(samples "$TMP/s.json")
+[ "$n" -ge 150 ] && [ "$n" -le 700 ] || fail "s.json: $n samples for about 1.5-2.5 s running"
+python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["meta"]["lost"]; assert sum(l.values()) == 0, l' "$TMP/s.json" ||
+  fail "samples lost around SIGSTOP"
+
+# 3. A -p target that exits while record attaches: record ends by itself (no hang), with a
+# written profile (exit 0) or the reason it found no process (exit 1).
+"$NUPP_LUAJIT" -e 'local t = os.clock() while os.clock() - t < 0.3 do end' & short=$!
+sleep 0.1
+st=0
+timeout 60 "$NUPP_BPF" record -q -F 199 -o "$TMP/q.json" -p "$short" 2>"$TMP/eq" || st=$?
+case $st in
+  0) samples "$TMP/q.json" >/dev/null ;;
+  1) grep -qiE 'no such process|exited|not running|no LuaJIT' "$TMP/eq" || { cat "$TMP/eq"; fail "exit 1 without the reason"; } ;;
+  *) cat "$TMP/eq"; fail "record -p of an exiting process: status $st" ;;
+esac
+
+# 4. kill -9 of record: its closer releases every BPF link and program it held, and the
+# -- CMD child is sent SIGTERM rather than left running unprofiled.
+"$NUPP_BPF" record -F 199 -o "$TMP/k.json" -- "$NUPP_LUAJIT" "$TMP/busy.lua" 60 2>"$TMP/ek" & rec=$!
+wait_recording "$TMP/ek"
+child=$(pgrep -P "$rec" -f busy.lua | head -1)
+[ -n "$child" ] || fail "no -- CMD child under record $rec"
+held_bpf "$rec" >"$TMP/held"
+[ -s "$TMP/held" ] || fail "record $rec holds no BPF link or program"
+kill -9 "$rec"
+wait "$rec" 2>/dev/null || true
+wait_released "$TMP/held"
+for i in $(seq 100); do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done
+kill -0 "$child" 2>/dev/null && { kill "$child"; fail "the -- CMD child kept running after kill -9 of record"; }
+
+echo "ok: two records, SIGSTOP, exit during attach, kill -9"
