@@ -1411,7 +1411,7 @@ int nupp_smp_proto_free(struct pt_regs *ctx)
 	if (!p)
 		return 0;
 	/* No layout yet: no sample of the process can exist, so no generation is needed
-	 * (and user/core/sampler.c writes this entry whole when it sets the layout). */
+	 * (and user/core/sampler_attach.c writes this entry whole when it sets the layout). */
 	if (!p->layout_ok) {
 		__sync_fetch_and_add(&fc_epoch, 1);
 		return 0;

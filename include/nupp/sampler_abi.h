@@ -1,5 +1,5 @@
 /* The sampler channel's BPF ABI: map keys, values, events and limits shared by
- * bpf/sampler.bpf.c and user/core/sampler.c. Fixed-width types; compiles as BPF and host C.
+ * bpf/sampler.bpf.c and user/core/sampler*.c. Fixed-width types; compiles as BPF and host C.
  * Every type is prefixed nupp_smp_ (vmlinux.h already has struct key, struct node, BAD). */
 #ifndef NUPP_SAMPLER_ABI_H
 #define NUPP_SAMPLER_ABI_H
@@ -26,7 +26,7 @@
 #define NUPP_SMP_TGID_BUF 0x80000000u
 #define NUPP_SMP_STACK_BUF (1ull << 63)
 
-/* Indexes of the lost counters; equal to enum nupp_lost (checked in user/core/sampler.c). */
+/* Indexes of the lost counters; equal to enum nupp_lost (checked in user/core/sampler_drain.c). */
 #define NUPP_SMP_LOST_NO_VM 0
 #define NUPP_SMP_LOST_READ_FAULT 1
 #define NUPP_SMP_LOST_BAD_FRAME 2

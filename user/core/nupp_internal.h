@@ -63,7 +63,7 @@ int nupp_addrmap_name(struct nupp_addrmap *a, __u64 addr, char *buf, size_t size
 /* Reads len bytes of code at runtime address addr from its mapped file; 0 or -errno. */
 int nupp_addrmap_read(struct nupp_addrmap *a, __u64 addr, void *buf, size_t len);
 
-/* -- Sampler (user/core/sampler.c): rings read with its own ------------------------ */
+/* -- Sampler (user/core/sampler*.c): rings read with its own ----------------------- */
 
 struct nupp_sampler;
 struct nupp_sampler_opts;
