@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # nupp-bpf record on code made and collected without pause (tests/data/sampler/reload.lua:
-# about 60,000 prototypes a second, two chunk names taking turns at the same addresses):
+# thousands of prototypes a second, two chunk names taking turns at the same addresses):
 # no probe fires when a prototype is made, and only the prototypes a sample met are
 # watched, so far fewer than were made are; yet every frame is named as the prototype
 # it sampled (a frame of the program's call graph, known by construction), naming loses
@@ -18,12 +18,18 @@ watched=$(awk '/^nupp-bpf: prototypes:/ {print $5}' "$TMP/err")
 reported=$(sed -n 's/^nupp-bpf: prototypes: .*, \([0-9]*\) of their frees reported$/\1/p' "$TMP/err")
 [ -n "$freed" ] && [ -n "$watched" ] && [ -n "$reported" ] || fail "no prototypes line in record -v's output"
 echo "prototypes: $made made, $freed freed, $watched watched, $reported frees reported"
-[ "$made" -ge 100000 ] || fail "the workload made only $made prototypes"
+samples=$(python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["meta"]; print(m["samples"] + sum(m["lost"].values()))' "$TMP/p.json")
+[ -n "$samples" ] || fail "no sample count in the profile"
+# The workload makes prototypes several times faster than they are sampled (how many
+# depends on the machine's speed at compiling them), else this test shows nothing.
+[ "$made" -ge $((samples * 4)) ] || fail "the workload made only $made prototypes for $samples samples"
 # Every prototype the workload made dies before it exits (collected, or at lua_close):
 # each is reported, the last batch too.
 [ "$freed" -ge "$made" ] || fail "$freed prototypes reported freed of the $made the workload made"
 [ "$watched" -ge 1 ] || fail "no prototype watched"
-[ $((watched * 20)) -le "$made" ] || fail "$watched of $made prototypes watched: more than a twentieth"
+# A prototype is watched when a sample or a trace copy meets it, never at its birth: a
+# sample meets at most one of the chunks' (new) prototypes here.
+[ $((watched * 3)) -le "$made" ] || fail "$watched of $made prototypes watched: more than a third"
 [ "$reported" -le "$watched" ] || fail "$reported frees reported for $watched prototypes watched"
 # -v's own CPU line: total = user + system, the start a part of it.
 awk '/^nupp-bpf: own CPU / {
@@ -62,7 +68,8 @@ truth, got = 100 * sa / (sa + sb), 100 * a / max(a + b, 1)
 print(f"{total} Lua samples, {bad} misnamed, {lost} lost (symbolize {m['lost']['symbolize']}); "
       f"chunkA {got:.2f} % of the chunks' samples ({a} vs {b}), measured {truth:.2f} %")
 assert bad == 0, f"{bad} samples with a frame the program does not run there"
-assert a + b >= 2000, f"only {a + b} samples in the chunks"
+# The chunks' CPU time at 997 Hz, less what the sampler may miss (steal, start-up).
+assert a + b >= 0.8 * 997 * (sa + sb), f"only {a + b} samples in the chunks for {sa + sb:.2f} s"
 # (A trace sample whose snapshot PC lies outside its innermost frame is refused, not
 # guessed: one in several thousand, whatever the prototypes do.)
 assert m["lost"]["symbolize"] * 200 <= m["samples"], m["lost"]

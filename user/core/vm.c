@@ -165,9 +165,14 @@ int nupp_vm_find(pid_t pid, struct nupp_vm *out, int max)
 	}
 	list_addr = vm_sym_addr(objpath, maps, n, NUPP_LJ_VMLIST_SYMBOL);
 	free(maps);
+	/* The file is mapped but not the segment holding its data: the process is between
+	 * the mappings of an exec (or a dlopen) that the kernel makes one by one. No VM can
+	 * be open yet; luajit:vm_open reports it when it opens. */
 	if (!layout_addr || !list_addr)
-		return nupp_fail(-ENOTSUP, "%s: luajit_bpf_layout/vmlist are not mapped in PID %d", objpath,
-				 (int)pid);
+		return nupp_fail(-ENOENT,
+				 "PID %d is still loading %s (its luajit_bpf_layout/vmlist are not mapped yet): "
+				 "no LuaJIT VM is open in it yet",
+				 (int)pid, objpath);
 	err = nupp_vm_read(pid, layout_addr, &lo, sizeof(lo));
 	if (!err)
 		err = nupp_vm_read(pid, list_addr, &list, sizeof(list));

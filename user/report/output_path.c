@@ -170,11 +170,16 @@ int output_resolve(const char *path, struct output_target *t)
 			if (err == -ENOENT && last)
 				break; /* a new file */
 			snprintf(cur, sizeof(cur), "%s%s", shown, name);
-			if (err == -ENOENT)
-				err = nupp_fail(err, "cannot write %s: the folder %s does not exist (create it first)",
-						path, cur);
-			else
+			if (err == -ENOENT) {
+				const char *slash = strrchr(path, '/');
+				int dlen = slash && slash > path ? (int)(slash - path) : 1;
+
+				/* The path's whole folder, as the user named it (mkdir -p makes it). */
+				err = nupp_fail(err, "cannot write %s: the folder %.*s does not exist (create it first)",
+						path, dlen, path);
+			} else {
 				err = nupp_fail(err, "cannot write %s: %s: %s", path, cur, strerror(-err));
+			}
 			goto fail;
 		}
 		if (S_ISLNK(st.st_mode)) {
