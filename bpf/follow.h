@@ -50,6 +50,18 @@ static __always_inline struct nupp_follow_event *fol_reserve(__u32 kind, __u32 p
 	return e;
 }
 
+/* An includer that samples processes defines NUPP_FOLLOW_FORK_HOOK(ptgid, ctgid): called
+ * when a profiled child is forked, before the child runs, so it is sampled from its
+ * first instruction. */
+#ifdef NUPP_FOLLOW_FORK_HOOK
+static __always_inline void NUPP_FOLLOW_FORK_HOOK(__u32 ptgid, __u32 ctgid);
+#endif
+/* ... and NUPP_FOLLOW_EXEC_HOOK(tgid): called when a followed process execs, before the
+ * new program runs (what it knew of the old program's memory is void). */
+#ifdef NUPP_FOLLOW_EXEC_HOOK
+static __always_inline void NUPP_FOLLOW_EXEC_HOOK(__u32 tgid);
+#endif
+
 /* A new task: a child process of a followed process is followed too. */
 SEC("tp_btf/sched_process_fork")
 int BPF_PROG(nupp_follow_fork, struct task_struct *parent, struct task_struct *child)
@@ -65,6 +77,10 @@ int BPF_PROG(nupp_follow_fork, struct task_struct *parent, struct task_struct *c
 		return 0; /* not ours */
 	value = fol_subprocesses ? *pv : NUPP_FOLLOW_WATCHED;
 	bpf_map_update_elem(&fol_followed, &ctgid, &value, BPF_ANY);
+#ifdef NUPP_FOLLOW_FORK_HOOK
+	if (value == NUPP_FOLLOW_PROFILED)
+		NUPP_FOLLOW_FORK_HOOK(ptgid, ctgid);
+#endif
 	e = fol_reserve(NUPP_FOLLOW_FORK, ctgid, ptgid);
 	if (e)
 		bpf_ringbuf_submit(e, 0);
@@ -80,6 +96,9 @@ int BPF_PROG(nupp_follow_exec, struct task_struct *p, pid_t old_pid, struct linu
 
 	if (!bpf_map_lookup_elem(&fol_followed, &tgid))
 		return 0;
+#ifdef NUPP_FOLLOW_EXEC_HOOK
+	NUPP_FOLLOW_EXEC_HOOK(tgid);
+#endif
 	e = fol_reserve(NUPP_FOLLOW_EXEC, tgid, 0);
 	if (!e)
 		return 0;

@@ -11,7 +11,10 @@
 
 #include "nupp/sampler_abi.h"
 /* The process follower's programs, attached only when the session follows processes:
- * in this object they cost no second read and parse of the kernel's BTF. */
+ * in this object they cost no second read and parse of the kernel's BTF. A profiled
+ * child is sampled from its fork (smp_on_fork); an exec voids its VMs (smp_on_exec). */
+#define NUPP_FOLLOW_FORK_HOOK smp_on_fork
+#define NUPP_FOLLOW_EXEC_HOOK smp_on_exec
 #include "follow.h"
 
 #define NUPP_WALK_READ(dst, sz, addr) bpf_probe_read_user((dst), (sz), (const void *)(unsigned long)(addr))
@@ -1855,4 +1858,48 @@ __noinline int smp_trace_copy_send(__u32 tgid, __u64 pgen)
 	if (bpf_ringbuf_output(&events, b, offsetof(struct nupp_smp_trace_event, data) + size, smp_proto_wakeup()))
 		return NUPP_SMP_TC_RINGFULL;
 	return why;
+}
+
+/* -- Forks ---------------------------------------------------------------------- */
+
+/* A profiled process forked a child that is profiled too: the child runs its parent's
+ * VMs at the same addresses (its memory is a copy), so it takes a copy of the parent's
+ * VMs, layout and zone slots and is sampled from its first instruction, before
+ * userspace hears of it. Its prototype history starts afresh, as a process's added by
+ * userspace does (generation 0, no free met, none lost): its names are read from its own
+ * memory, by a symbolizer that knows nothing of the parent's. Frame cache entries of an
+ * earlier process with the child's tgid die. */
+static __always_inline void smp_on_fork(__u32 ptgid, __u32 ctgid)
+{
+	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &ptgid), *c;
+
+	if (!p || bpf_map_update_elem(&procs, &ctgid, p, BPF_NOEXIST))
+		return;
+	c = bpf_map_lookup_elem(&procs, &ctgid);
+	if (c) {
+		c->pgen = 0;
+		c->pfrees = 0;
+		c->nlost = 0;
+	}
+	__sync_fetch_and_add(&fc_epoch, 1);
+}
+
+/* A sampled process execs: the VMs and layout of its old program are gone with its
+ * memory. The entry stays, empty, so the new program's VMs are recorded as they open
+ * (luajit:vm_open), as for a command that execs our LuaJIT. */
+static __always_inline void smp_on_exec(__u32 tgid)
+{
+	struct nupp_smp_proc *p = bpf_map_lookup_elem(&procs, &tgid);
+	__u32 i;
+
+	if (!p)
+		return;
+	p->nvm = 0;
+	p->layout_ok = 0;
+	for (i = 0; i < NUPP_SMP_MAX_VMS; i++) {
+		p->g[i] = 0;
+		p->fc_ok[i] = 0;
+		p->zone_addr[i] = 0;
+	}
+	__sync_fetch_and_add(&fc_epoch, 1);
 }

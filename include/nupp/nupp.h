@@ -181,6 +181,11 @@ bool nupp_session_zones_seen(struct nupp_session *s);
 /* Child processes that ran our LuaJIT and were not followed (without subprocesses):
  * the i-th as "PID (command line)", or NULL past the last. */
 const char *nupp_session_unfollowed(struct nupp_session *s, int i);
+/* Processes not profiled, as counts: forked children that ran their parent's LuaJIT VM
+ * to their exit and were not followed (without subprocesses), and processes that could
+ * not be attached because too many were profiled at once. */
+void nupp_session_not_profiled(struct nupp_session *s, unsigned long long *forks,
+			       unsigned long long *too_many);
 /* The channels, for their statistics (NULL when not running). */
 struct nupp_sampler *nupp_session_sampler(struct nupp_session *s);
 struct nupp_trace *nupp_session_trace(struct nupp_session *s);

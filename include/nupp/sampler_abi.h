@@ -10,7 +10,7 @@
 #define NUPP_SMP_DEFAULT_DEPTH 64 /* frames per stack by default */
 #define NUPP_SMP_MAX_VMS 8       /* VMs per process */
 #define NUPP_SMP_MAX_CORO 4      /* coroutine levels chained through resume/wrap */
-#define NUPP_SMP_MAX_TARGETS 64  /* processes sampled at once */
+#define NUPP_SMP_MAX_TARGETS 256 /* processes sampled at once */
 #define NUPP_SMP_MAX_THREADS 4096 /* thread -> stack mapping cache */
 #define NUPP_SMP_MAX_CPUS 1024   /* CPUs (in-flight markers), a power of two */
 /* Frame cache entries per CPU (2 ways a set, a power of two): the sampler's fcache map

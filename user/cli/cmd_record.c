@@ -772,6 +772,7 @@ static void record_own_cpu(double start_cpu)
 /* Prints the warnings of a finished session: children not followed. */
 static void record_warnings(const struct record_opts *o, struct nupp_session *ses)
 {
+	unsigned long long forks, too_many;
 	const char *c;
 	int i;
 
@@ -780,6 +781,14 @@ static void record_warnings(const struct record_opts *o, struct nupp_session *se
 	for (i = 0; (c = nupp_session_unfollowed(ses, i)); i++)
 		fprintf(stderr, "nupp-bpf: warning: child process %s ran our LuaJIT and was not followed "
 			"(--subprocesses follows it)\n", c);
+	nupp_session_not_profiled(ses, &forks, &too_many);
+	if (forks)
+		fprintf(stderr, "nupp-bpf: warning: %llu forked child process%s ran the Lua VM of %s parent and %s "
+			"not followed (--subprocesses follows them)\n", forks, forks == 1 ? "" : "es",
+			forks == 1 ? "its" : "their", forks == 1 ? "was" : "were");
+	if (too_many)
+		fprintf(stderr, "nupp-bpf: warning: %llu process%s not profiled: too many were profiled at once\n",
+			too_many, too_many == 1 ? " was" : "es were");
 }
 
 static int record_run(int argc, char **argv)

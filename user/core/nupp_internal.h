@@ -90,5 +90,9 @@ bool nupp_smp_zone_slots(struct nupp_sampler *s, const char *binary);
 int nupp_smp_epoll_fd(struct nupp_sampler *s);
 /* The fd of the sampler's map of followed processes. */
 int nupp_smp_followed_fd(struct nupp_sampler *s);
+/* Stops sampling a process that is gone and frees what the sampler kept of it (its
+ * names, mappings, traces); its counts must have been drained since it exited. 0, or
+ * -ENOENT when it was not sampled. */
+int nupp_smp_remove_pid(struct nupp_sampler *s, pid_t pid);
 
 #endif /* NUPP_INTERNAL_H */

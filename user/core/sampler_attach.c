@@ -12,6 +12,7 @@
 
 #include "nupp/sampler.h"
 #include "nupp_internal.h"
+#include "sampler_internal.h"
 #include "sampler_priv.h"
 #include "sampler.skel.h"
 
@@ -137,6 +138,22 @@ int nupp_sampler_add_pid(struct nupp_sampler *s, pid_t pid)
 		return nupp_fail(-errno, "PID %d left the sampler: %s", (int)pid, strerror(errno));
 	t->lo = p.lo;
 	t->have_layout = 1;
+	return 0;
+}
+
+/* Stops sampling a process that is gone (nupp_internal.h). */
+int nupp_smp_remove_pid(struct nupp_sampler *s, pid_t pid)
+{
+	struct smp_target *t = smp_target(s, pid);
+	__u32 key = (__u32)pid;
+
+	if (!t)
+		return -ENOENT;
+	bpf_map_delete_elem(bpf_map__fd(s->skel->maps.procs), &key);
+	nupp_sym_free(t->sym);
+	nupp_addrmap_free(t->amap);
+	nupp_traces_free(t->traces);
+	*t = s->targets[--s->ntargets];
 	return 0;
 }
 

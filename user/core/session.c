@@ -29,7 +29,8 @@
 #include "zones_internal.h"
 #include "follow.skel.h"
 
-#define SES_MAX_TARGETS 64
+#define SES_MAX_TARGETS 256 /* processes attached at once (those gone are reclaimed) */
+#define SES_MAX_PIDS 4096  /* processes named in meta.pids */
 #define SES_DEFAULT_FREQ 99
 #define SES_DEFAULT_DRAIN_MS 200
 /* After a process starts or execs, its VMs are looked for this often, this long: a VM
@@ -37,6 +38,7 @@
 #define SES_FAST_MS 10
 #define SES_FAST_SECS 2.0
 #define SES_MAX_UNFOLLOWED 32
+#define SES_MAX_FORKED 256 /* forked children not followed, watched for an exec or their exit */
 
 /* One profiled process. */
 struct ses_target {
@@ -48,6 +50,7 @@ struct ses_target {
 	__u64 armed[NUPP_LJ_VMLIST_MAX]; /* g whose zone id the sampler reads, per slot */
 	double fast_until;     /* look for new VMs every SES_FAST_MS until then */
 	bool settled;          /* vmlist found and every VM in it armed: no fast looks */
+	double exited;         /* when the follower saw it exit (ses_now), 0 alive */
 };
 
 struct nupp_session {
@@ -63,7 +66,7 @@ struct nupp_session {
 	struct ring_buffer *frb;
 	struct ses_target t[SES_MAX_TARGETS];
 	int nt;
-	pid_t pids[SES_MAX_TARGETS];
+	pid_t pids[SES_MAX_PIDS];
 	int npids;
 	char *unfollowed[SES_MAX_UNFOLLOWED];
 	int nunfollowed;
@@ -75,6 +78,11 @@ struct nupp_session {
 	struct nupp_abort_set ab;
 	__u64 lost_before[NUPP_LOST__MAX]; /* samples of followed processes taken before they were known */
 	double t0, next_drain, next_scan;
+	double drained;   /* when the last finished drain began (ses_now) */
+	__u64 unattached; /* processes that could not be attached: more than SES_MAX_TARGETS at once */
+	pid_t forked[SES_MAX_FORKED]; /* children forked, not followed, not exec'ed (yet) */
+	int nforked;
+	__u64 forks_unfollowed; /* of those, the ones that exited running their parent's VM */
 	double t0_wall; /* t0 as Unix time */
 	bool started, stopped, paused;
 	/* background: the helper process and the socket to it */
@@ -225,6 +233,29 @@ fail:
 
 /* -- Targets ------------------------------------------------------------------- */
 
+/* Frees the slots of the processes gone whose samples are all in the aggregate: they
+ * exited before the last drain began, which emptied the buffer they counted into. Their
+ * pids stay in meta.pids. */
+static void ses_reclaim(struct nupp_session *s)
+{
+	int i = 0;
+
+	while (i < s->nt) {
+		struct ses_target *t = &s->t[i];
+
+		if (!t->exited || t->exited >= s->drained) {
+			i++;
+			continue;
+		}
+		if (s->smp)
+			nupp_smp_remove_pid(s->smp, t->pid);
+		if (s->tr)
+			nupp_trace_set_vmlist(s->tr, t->pid, 0);
+		nupp_zones_forget(s->zones, t->pid);
+		*t = s->t[--s->nt];
+	}
+}
+
 /* The target entry of pid, created if asked; NULL when full or absent. */
 static struct ses_target *ses_target(struct nupp_session *s, pid_t pid, bool create)
 {
@@ -235,8 +266,11 @@ static struct ses_target *ses_target(struct nupp_session *s, pid_t pid, bool cre
 			return &s->t[i];
 	if (!create)
 		return NULL;
+	if (s->nt == SES_MAX_TARGETS)
+		ses_reclaim(s);
 	if (s->nt == SES_MAX_TARGETS) {
-		nupp_fail(-ENOSPC, "too many processes in one session (%d)", SES_MAX_TARGETS);
+		s->unattached++;
+		nupp_fail(-ENOSPC, "too many processes in one session (%d at once)", SES_MAX_TARGETS);
 		return NULL;
 	}
 	memset(&s->t[s->nt], 0, sizeof(s->t[0]));
@@ -247,7 +281,7 @@ static struct ses_target *ses_target(struct nupp_session *s, pid_t pid, bool cre
 /* Lists pid in meta.pids once. */
 static void ses_count_pid(struct nupp_session *s, struct ses_target *t)
 {
-	if (t->counted || s->npids == SES_MAX_TARGETS)
+	if (t->counted || s->npids == SES_MAX_PIDS)
 		return;
 	t->counted = true;
 	s->pids[s->npids++] = t->pid;
@@ -554,6 +588,49 @@ static void ses_on_exec(struct nupp_session *s, pid_t pid, const char *path)
 		nupp_pr(NUPP_WARN, "PID %d runs %s but cannot be profiled: %s\n", (int)pid, bin, nupp_errmsg());
 }
 
+/* A followed process forked pid. With subprocesses, a child that runs its parent's VM
+ * (a fork without exec: the same binary, the same memory) is attached as a running
+ * process; one that has exec'ed already is left to its exec event. */
+static void ses_on_fork(struct nupp_session *s, pid_t pid, pid_t ppid)
+{
+	struct ses_target *p = ses_target(s, ppid, false), *t;
+	char bin[PATH_MAX];
+	int e;
+
+	if (!p || !p->attached || !p->binary[0] || ses_target(s, pid, false))
+		return;
+	if (!s->o.subprocesses) {
+		/* Not followed: said at its exit if it never exec'ed (it ran its parent's VM). */
+		if (s->nforked < SES_MAX_FORKED)
+			s->forked[s->nforked++] = pid;
+		return;
+	}
+	snprintf(bin, sizeof(bin), "%s", p->binary);
+	/* The sampler has sampled it since its fork (a copy of its parent's entry, made in
+	 * the kernel); the trace channel counts its aborts from then too. */
+	t = ses_target(s, pid, true); /* (may move p: reclaimed slots are refilled) */
+	if (!t)
+		return; /* counted in s->unattached */
+	snprintf(t->binary, sizeof(t->binary), "%s", bin);
+	e = ses_attach_binary(s, t, false);
+	if (e && e != -ESRCH)
+		nupp_pr(NUPP_WARN, "PID %d (a child of PID %d) cannot be profiled: %s\n", (int)pid, (int)ppid,
+			nupp_errmsg());
+}
+
+/* Takes pid out of the forked children not followed; whether it was there. */
+static bool ses_forked_drop(struct nupp_session *s, pid_t pid)
+{
+	int i;
+
+	for (i = 0; i < s->nforked; i++)
+		if (s->forked[i] == pid) {
+			s->forked[i] = s->forked[--s->nforked];
+			return true;
+		}
+	return false;
+}
+
 /* Ring buffer callback of the follower. */
 static int ses_on_follow(void *ctx, void *data, size_t size)
 {
@@ -564,9 +641,19 @@ static int ses_on_follow(void *ctx, void *data, size_t size)
 	if (size < sizeof(*e))
 		return 0;
 	if (e->kind == NUPP_FOLLOW_EXEC) {
+		ses_forked_drop(s, (pid_t)e->pid);
 		memcpy(path, e->path, NUPP_FOLLOW_PATH_MAX);
 		path[NUPP_FOLLOW_PATH_MAX] = 0;
 		ses_on_exec(s, (pid_t)e->pid, path);
+	} else if (e->kind == NUPP_FOLLOW_FORK) {
+		ses_on_fork(s, (pid_t)e->pid, (pid_t)e->ppid);
+	} else if (e->kind == NUPP_FOLLOW_EXIT) {
+		struct ses_target *t = ses_target(s, (pid_t)e->pid, false);
+
+		if (t)
+			t->exited = ses_now();
+		if (ses_forked_drop(s, (pid_t)e->pid))
+			s->forks_unfollowed++;
 	}
 	return 0;
 }
@@ -736,6 +823,7 @@ static int ses_merge(struct nupp_session *s, struct nupp_sample_set *raw)
 static int ses_drain(struct nupp_session *s)
 {
 	struct nupp_sample_set raw = { 0 };
+	double start = ses_now();
 	int e = 0, i;
 
 	for (i = 0; i < s->nt; i++)
@@ -755,6 +843,10 @@ static int ses_drain(struct nupp_session *s)
 	}
 	if (!e && s->tr)
 		e = nupp_trace_drain(s->tr, &s->ab);
+	/* Set once it is done: the follower's events, read during a drain, may reclaim only
+	 * the processes whose rows a finished drain took. */
+	if (!e)
+		s->drained = start;
 	return e;
 }
 
@@ -1351,6 +1443,12 @@ bool nupp_session_zones_seen(struct nupp_session *s)
 }
 
 /* Children that ran our LuaJIT and were not followed. */
+void nupp_session_not_profiled(struct nupp_session *s, unsigned long long *forks, unsigned long long *too_many)
+{
+	*forks = s->forks_unfollowed;
+	*too_many = s->unattached;
+}
+
 const char *nupp_session_unfollowed(struct nupp_session *s, int i)
 {
 	return i >= 0 && i < s->nunfollowed ? s->unfollowed[i] : NULL;
