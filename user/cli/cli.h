@@ -36,7 +36,7 @@ bool cli_top_opt(const char *s, int *top);
 
 /* Subcommands, one file each (user/cmd_<name>.c). */
 int cmd_record(int argc, char **argv);
-/* The detached closer record starts as "nupp-bpf-detach PIDFD" (see cmd_record.c). */
+/* The detached closer record starts as "nupp-bpf-detach PIDFD" (see record_proc.c). */
 void record_closer(int pidfd) __attribute__((noreturn));
 int cmd_report(int argc, char **argv);
 int cmd_vms(int argc, char **argv);

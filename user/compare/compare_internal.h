@@ -1,5 +1,5 @@
-/* Internals shared by the comparison reports (user/compare/diff.c, user/compare/why.c): a string ->
- * index table, and names as JSON strings. */
+/* Internals shared by the comparison reports (user/compare/diff.c, user/compare/diff_write.c,
+ * user/compare/why.c): a string -> index table, and names as JSON strings. */
 #ifndef NUPP_COMPARE_INTERNAL_H
 #define NUPP_COMPARE_INTERNAL_H
 
