@@ -2,7 +2,8 @@
 # record under abuse: two records on one PID at once (each a whole profile), the target
 # stopped (SIGSTOP) for 5 s (not sampled while stopped, the profile written), a -p target
 # that exits while record attaches (a profile or a clear error, never a hang), kill -9 of
-# record (every BPF link and program released; the -- CMD child gets SIGTERM).
+# record (every BPF link and program released; the -- CMD child gets SIGTERM), a command
+# that forks 100 children, with and without --subprocesses.
 . "$(dirname "$0")/../support/lib.sh"
 need_root
 
@@ -62,4 +63,58 @@ wait_released "$TMP/held"
 for i in $(seq 100); do kill -0 "$child" 2>/dev/null || break; sleep 0.1; done
 kill -0 "$child" 2>/dev/null && { kill "$child"; fail "the -- CMD child kept running after kill -9 of record"; }
 
-echo "ok: two records, SIGSTOP, exit during attach, kill -9"
+# 5. A command that forks 100 children without exec (tests/data/cli/forks.lua: 4 alive at
+# once, 0.1 s of CPU each in child_work; the parent 0.5 s in parent_work), each writing
+# its PID and CPU seconds. With --subprocesses every child is profiled under its own PID
+# from its fork, as its own clock says; without, only the parent is, and the 100
+# children are said to be not followed.
+forks() { # $1: profile, $2: the program's stdout, $3: "follow" or "alone"
+  python3 - "$@" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+m, follow = d["meta"], sys.argv[3] == "follow"
+procs = {}
+for line in open(sys.argv[2]):
+    kind, pid, secs = line.split()
+    procs[int(pid)] = (kind, float(secs))
+parent = [p for p, (k, _) in procs.items() if k == "parent"]
+children = {p: s for p, (k, s) in procs.items() if k == "child"}
+assert len(parent) == 1 and len(children) == 100, f"{len(parent)} parent, {len(children)} children"
+parent = parent[0]
+want = {parent} | (set(children) if follow else set())
+assert set(m["pids"]) == want, f"meta.pids: {len(m['pids'])} pids, want {len(want)}"
+got = {p: 0 for p in want}
+for r in d["samples"]:
+    fr = r["stack"].split(";")
+    assert r["pid"] in want, f"a row of PID {r['pid']}, not profiled"
+    if "forks.lua:child_work" in fr:
+        assert r["pid"] in children, f"child_work under PID {r['pid']}: {r['stack']}"
+        got[r["pid"]] += r["count"]
+    if "forks.lua:parent_work" in fr:
+        assert r["pid"] == parent, f"parent_work under child PID {r['pid']}"
+        got[parent] += r["count"]
+hz = m["frequencyHz"]
+ptruth = procs[parent][1] * hz
+assert abs(got[parent] - ptruth) <= 0.15 * ptruth, f"parent_work: {got[parent]} samples, its clock says {ptruth:.0f}"
+named = sum(got[p] for p in children if p in got)
+truth = sum(children.values()) * hz
+lost = m["lost"]["symbolize"] + m["lost"]["readFault"] + m["lost"]["badFrame"]
+if follow:
+    # Named, or counted as lost (a child gone before its last samples were named).
+    assert named >= 0.8 * truth, f"child_work: {named} samples named, the children's clocks say {truth:.0f}"
+    assert 0.85 * truth <= named + lost <= 1.1 * truth, f"children: {named} named + {lost} lost, clocks {truth:.0f}"
+    assert sum(1 for p in children if got[p] > 0) >= 95, "children without a child_work sample"
+print(f"{'follow' if follow else 'alone'}: parent {got[parent]} samples ({ptruth:.0f} by its clock), "
+      f"children {named} named + {lost} lost ({truth:.0f} by their clocks), {len(m['pids'])} pids")
+PY
+}
+"$NUPP_BPF" record --subprocesses -F 997 -o "$TMP/f.json" -- "$NUPP_LUAJIT" "$NUPP_TEST_DATA/cli/forks.lua" \
+  100 4 0.1 >"$TMP/f.out" 2>"$TMP/ef" || { cat "$TMP/ef"; fail "record --subprocesses of 100 forks: status $?"; }
+forks "$TMP/f.json" "$TMP/f.out" follow || { cat "$TMP/ef"; fail "100 forks, --subprocesses"; }
+grep -q "not profiled\|not followed" "$TMP/ef" && { cat "$TMP/ef"; fail "a child said not profiled under --subprocesses"; }
+"$NUPP_BPF" record -F 997 -o "$TMP/g.json" -- "$NUPP_LUAJIT" "$NUPP_TEST_DATA/cli/forks.lua" \
+  100 4 0.1 >"$TMP/g.out" 2>"$TMP/eg" || { cat "$TMP/eg"; fail "record of 100 forks: status $?"; }
+forks "$TMP/g.json" "$TMP/g.out" alone || { cat "$TMP/eg"; fail "100 forks, without --subprocesses"; }
+assert_contains "$TMP/eg" "warning: 100 forked child processes ran the Lua VM of their parent and were not followed (--subprocesses follows them)"
+
+echo "ok: two records, SIGSTOP, exit during attach, kill -9, 100 forks with and without --subprocesses"
