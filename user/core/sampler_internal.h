@@ -1,5 +1,5 @@
 /* Internals of the sampler channel shared by user/core/sampler.c, user/core/symbolize.c,
- * user/core/snapshot.c and their unit tests: memory readers, the symbolizer, the trace cache. */
+ * user/core/snapshot*.c and their unit tests: memory readers, the symbolizer, the trace cache. */
 #ifndef NUPP_SAMPLER_INTERNAL_H
 #define NUPP_SAMPLER_INTERNAL_H
 
@@ -110,7 +110,7 @@ void nupp_sym_set_addrmap(struct nupp_sym *s, struct nupp_addrmap *a);
  * anything else -> "[string]". */
 void nupp_sym_module(const char *chunk, char *buf, size_t size);
 
-/* -- Traces (user/core/snapshot.c) ---------------------------------------------------- */
+/* -- Traces (user/core/snapshot*.c) ---------------------------------------------------- */
 
 /* Index of the snapshot whose code holds mcode offset ofs: the rightmost snapshot with
  * mcofs <= ofs (lj_trace.c:1040-1045); -1 if ofs is before the first. */

@@ -28,7 +28,7 @@ void smp_lost_where(struct nupp_sampler *s)
 			n = 0;
 		if (bpf_map_delete_elem(fd, &key))
 			break;
-		nupp_pr(NUPP_DEBUG, "walk lost %llu samples: mode %u iter>0 %u, include/nupp/walk.h:%u\n",
+		nupp_pr(NUPP_DEBUG, "walk lost %llu samples: mode %u iter>0 %u, include/nupp/walk_frame.h:%u\n",
 			(unsigned long long)n, key >> 12, (key >> 11) & 1, key & 2047);
 	}
 }
