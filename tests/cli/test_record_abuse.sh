@@ -26,7 +26,10 @@ for f in a b; do
   [ "$n" -ge 478 ] && [ "$n" -le 716 ] || fail "$f.json: $n samples, expected about 597"
 done
 
-# 2. The target stopped for 5 s of a 7 s record: about 2 s of samples, none lost, exit 0.
+# 2. The target stopped for 5 s of a 7 s record: about 2 s of samples, exit 0, none lost
+# to the stop (its memory stays readable, its VM known, the maps drained). This loop loses
+# about 1 in 5000 samples as badFrame or symbolize whether stopped or not (a sample in the
+# VM's transition around os.clock): at most 2 of these ~400 are allowed for that.
 "$NUPP_BPF" record -F 199 -d 7 -o "$TMP/s.json" -p "$target" 2>"$TMP/es" & rec=$!
 wait_recording "$TMP/es"
 kill -STOP "$target"; sleep 5; kill -CONT "$target"
@@ -34,7 +37,7 @@ st=0; wait "$rec" || st=$?
 assert_eq "$st" 0 "record of a target stopped for 5 s"
 n=$(samples "$TMP/s.json")
 [ "$n" -ge 150 ] && [ "$n" -le 700 ] || fail "s.json: $n samples for about 1.5-2.5 s running"
-python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["meta"]["lost"]; assert sum(l.values()) == 0, l' "$TMP/s.json" ||
+python3 -c 'import json,sys; l=json.load(open(sys.argv[1]))["meta"]["lost"]; assert l["noVm"] + l["readFault"] + l["truncated"] + l["mapFull"] == 0 and l["badFrame"] + l["symbolize"] <= 2, l' "$TMP/s.json" ||
   fail "samples lost around SIGSTOP"
 
 # 3. A -p target that exits while record attaches: record ends by itself (no hang), with a
