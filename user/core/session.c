@@ -12,6 +12,7 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -89,6 +90,11 @@ struct nupp_session {
 	pid_t helper;
 	int sock;
 	bool is_helper;
+	/* In the helper: the process it works for (pid, start time, pidfd or -1). */
+	pid_t owner;
+	unsigned long long owner_start;
+	int owner_fd;
+	double owner_next;
 	bool helper_zones; /* the helper saw a zone table */
 };
 
@@ -172,6 +178,7 @@ struct nupp_session *nupp_session_open(const struct nupp_session_opts *opts, int
 		return NULL;
 	}
 	s->sock = -1;
+	s->owner_fd = -1;
 	s->fol_fd = -1;
 	s->wake_fd = -1;
 	s->o = *opts;
@@ -1203,6 +1210,51 @@ static int ses_recv_sets(struct nupp_session *s, bool *zones_seen)
 	return e ? nupp_fail(e, "cannot read the session helper's answer: %s", strerror(-e)) : 0;
 }
 
+/* The start time of process pid (clock ticks since boot, /proc/PID/stat's 22nd field),
+ * 0 when it is gone: with the pid, it names one process, never a later one given its pid. */
+static unsigned long long ses_start_time(pid_t pid)
+{
+	char path[64], buf[1024], *p;
+	unsigned long long t = 0;
+	ssize_t n;
+	int fd, field;
+
+	snprintf(path, sizeof(path), "/proc/%d/stat", (int)pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return 0;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return 0;
+	buf[n] = 0;
+	p = strrchr(buf, ')'); /* the command name may hold spaces and parentheses */
+	if (!p)
+		return 0;
+	for (field = 2; p && field < 22; field++)
+		p = strchr(p + 1, ' ');
+	if (p)
+		t = strtoull(p + 1, NULL, 10);
+	return t;
+}
+
+/* Whether the process that started the helper is gone. Its pidfd says so as it exits;
+ * without one (a kernel before 5.3), its pid and start time are read once a second. A
+ * child it forked keeps the socket open (it is closed on exec only), so the socket alone
+ * would keep the helper sampling for a process that no longer exists. */
+static bool ses_owner_gone(struct nupp_session *s, double now)
+{
+	if (s->owner_fd >= 0) {
+		struct pollfd p = { .fd = s->owner_fd, .events = POLLIN };
+
+		return poll(&p, 1, 0) > 0;
+	}
+	if (now < s->owner_next)
+		return false;
+	s->owner_next = now + 1.0;
+	return ses_start_time(s->owner) != s->owner_start;
+}
+
 /* The helper's loop: poll and drain until told to stop or the profiled process is gone. */
 static void ses_helper_main(struct nupp_session *s)
 {
@@ -1212,6 +1264,8 @@ static void ses_helper_main(struct nupp_session *s)
 
 		if (ses_step(s, 20) < 0)
 			nupp_pr(NUPP_WARN, "session helper: %s\n", nupp_errmsg());
+		if (ses_owner_gone(s, ses_now()))
+			break; /* the profiled process exited; a child of it may hold the socket */
 		if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		if (ses_read_all(s->sock, &req, 1))
@@ -1235,11 +1289,18 @@ static int ses_start_helper(struct nupp_session *s)
 
 	if (socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv))
 		return nupp_fail(-errno, "cannot make the session's socket: %s", strerror(errno));
+	/* Taken before the fork, so it names this process even if it dies meanwhile. */
+	s->owner = getpid();
+	s->owner_start = ses_start_time(s->owner);
+	s->owner_fd = (int)syscall(SYS_pidfd_open, s->owner, 0);
 	mid = fork();
 	if (mid < 0) {
 		e = -errno;
 		close(sv[0]);
 		close(sv[1]);
+		if (s->owner_fd >= 0)
+			close(s->owner_fd);
+		s->owner_fd = -1;
 		return nupp_fail(e, "cannot start the session's helper process: %s", strerror(-e));
 	}
 	if (mid == 0) {
@@ -1262,6 +1323,9 @@ static int ses_start_helper(struct nupp_session *s)
 		ses_helper_main(s);
 	}
 	close(sv[1]);
+	if (s->owner_fd >= 0)
+		close(s->owner_fd);
+	s->owner_fd = -1;
 	s->sock = sv[0];
 	while (waitpid(mid, &st, 0) < 0 && errno == EINTR)
 		;
