@@ -106,8 +106,12 @@ if follow:
     # Named, or counted as lost (a child gone before its last samples were named).
     assert named >= 0.8 * truth, f"child_work: {named} samples named, the children's clocks say {truth:.0f}"
     assert 0.85 * truth <= named + lost <= 1.1 * truth, f"children: {named} named + {lost} lost, clocks {truth:.0f}"
-    assert sum(1 for p in children if got[p] > 0) >= 95, "children without a child_work sample"
+    # A child's rows are named from its memory at a drain while it runs; one that lived
+    # between two drains (the machine busy) has its samples counted lost, not named.
+    withs = sum(1 for p in children if got[p] > 0)
+    assert withs >= 75, f"only {withs} of 100 children with a child_work sample named"
 print(f"{'follow' if follow else 'alone'}: parent {got[parent]} samples ({ptruth:.0f} by its clock), "
+      f"{sum(1 for p in children if got.get(p))} children named, "
       f"children {named} named + {lost} lost ({truth:.0f} by their clocks), {len(m['pids'])} pids")
 PY
 }
