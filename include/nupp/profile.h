@@ -8,21 +8,12 @@
 #include <sys/types.h>
 #include <linux/types.h>
 
+#include "nupp/lost.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Why a sample was not reported as a stack. Every sample not walked is counted. */
-enum nupp_lost {
-	NUPP_LOST_NO_VM,       /* a VM of a LuaJIT whose probes are not attached (unnamed) */
-	NUPP_LOST_READ_FAULT,  /* bpf_probe_read_user failed (page not resident, bad pointer) */
-	NUPP_LOST_BAD_FRAME,   /* a frame failed validation: walk refused, never guessed */
-	NUPP_LOST_TRUNCATED,   /* a trace's inlined frames would not fit in the stack */
-	NUPP_LOST_MAP_FULL,    /* the counts map was full (raise --max-stacks), or the ring that
-			        * carries new stacks (a second of them at the rate asked for) */
-	NUPP_LOST_SYMBOLIZE,   /* userspace could not name a frame (proto freed before drain) */
-	NUPP_LOST__MAX
-};
 
 /* The name of a loss reason as it appears in reports ("noVm", "readFault", ...). */
 const char *nupp_lost_name(enum nupp_lost r);

@@ -5,6 +5,7 @@
 #define NUPP_SAMPLER_ABI_H
 
 #include "nupp/lj_layout.h"
+#include "nupp/lost.h"
 
 #define NUPP_SMP_MAX_DEPTH 256   /* frames per stack at most, a power of two (index masking) */
 #define NUPP_SMP_DEFAULT_DEPTH 64 /* frames per stack by default */
@@ -26,12 +27,12 @@
 #define NUPP_SMP_TGID_BUF 0x80000000u
 #define NUPP_SMP_STACK_BUF (1ull << 63)
 
-/* Indexes of the lost counters; equal to enum nupp_lost (checked in user/core/sampler_drain.c). */
-#define NUPP_SMP_LOST_NO_VM 0
-#define NUPP_SMP_LOST_READ_FAULT 1
-#define NUPP_SMP_LOST_BAD_FRAME 2
-#define NUPP_SMP_LOST_TRUNCATED 3
-#define NUPP_SMP_LOST_MAP_FULL 4
+/* Indexes of the lost counters: those of enum nupp_lost (nupp/lost.h). */
+#define NUPP_SMP_LOST_NO_VM NUPP_LOST_NO_VM
+#define NUPP_SMP_LOST_READ_FAULT NUPP_LOST_READ_FAULT
+#define NUPP_SMP_LOST_BAD_FRAME NUPP_LOST_BAD_FRAME
+#define NUPP_SMP_LOST_TRUNCATED NUPP_LOST_TRUNCATED
+#define NUPP_SMP_LOST_MAP_FULL NUPP_LOST_MAP_FULL
 /* A new stack the stack ring had no room for: reported as NUPP_LOST_MAP_FULL, but its
  * stack was not marked sent (no counts map overflowed, nothing to sweep). */
 #define NUPP_SMP_LOST_RING_FULL 5

@@ -93,6 +93,27 @@ void record_status(struct nupp_session *ses, double secs, bool done)
 	fflush(stderr);
 }
 
+/* What each loss reason means and what to do about it, in the reasons' order. */
+static const char *const lost_what[NUPP_LOST__MAX][2] = {
+#define REC_LOST_TEXT(id, name, what, remedy) [NUPP_LOST_##id] = { what, remedy },
+	NUPP_LOSTDEF(REC_LOST_TEXT)
+#undef REC_LOST_TEXT
+};
+
+/* Warns of each reason that lost 1 % or more of the samples (at least 10): what it means
+ * and what to do. Fewer are the walks' expected share and only counted. */
+static void record_lost_warnings(const struct nupp_sample_set *set, __u64 lost)
+{
+	__u64 all = set->samples + lost;
+	int i;
+
+	for (i = 0; i < NUPP_LOST__MAX; i++)
+		if (set->lost[i] >= 10 && set->lost[i] * 100 >= all)
+			fprintf(stderr, "nupp-bpf: warning: %.1f %% of the samples were lost as %s (%s): %s\n",
+				100.0 * (double)set->lost[i] / (double)all, nupp_lost_name(i), lost_what[i][0],
+				lost_what[i][1]);
+}
+
 /* Prints the final summary line(s) on stderr: what was written, and what failed. */
 void record_summary(const struct record_opts *o, const struct nupp_sample_set *set,
 			   const struct nupp_abort_set *ab, double secs, const bool *failed)
@@ -117,6 +138,7 @@ void record_summary(const struct record_opts *o, const struct nupp_sample_set *s
 		files[0] ? "wrote " : "", files, files[0] && bad[0] ? "; " : "", bad[0] ? "FAILED to write " : "", bad,
 		(unsigned long long)set->samples, set->n, secs, (unsigned long long)total, lost[0] ? " (" : "", lost,
 		lost[0] ? ")" : "");
+	record_lost_warnings(set, total);
 	if (o->aborts)
 		fprintf(stderr, "nupp-bpf: %llu trace aborts, %llu blacklisted, %zu distinct sites%s%s\n",
 			(unsigned long long)ab->total_aborts, (unsigned long long)ab->blacklisted, ab->n,

@@ -7,9 +7,9 @@
 #include "nupp/profile.h"
 
 static const char *const lost_names[NUPP_LOST__MAX] = {
-	[NUPP_LOST_NO_VM] = "noVm",           [NUPP_LOST_READ_FAULT] = "readFault",
-	[NUPP_LOST_BAD_FRAME] = "badFrame",   [NUPP_LOST_TRUNCATED] = "truncated",
-	[NUPP_LOST_MAP_FULL] = "mapFull",     [NUPP_LOST_SYMBOLIZE] = "symbolize",
+#define AGG_LOST_NAME(id, name, what, remedy) [NUPP_LOST_##id] = name,
+	NUPP_LOSTDEF(AGG_LOST_NAME)
+#undef AGG_LOST_NAME
 };
 
 /* The name of a loss reason as it appears in reports. */

@@ -17,10 +17,8 @@
 #include "sampler_priv.h"
 #include "sampler.skel.h"
 
-_Static_assert(NUPP_SMP_LOST_NO_VM == NUPP_LOST_NO_VM && NUPP_SMP_LOST_READ_FAULT == NUPP_LOST_READ_FAULT &&
-		       NUPP_SMP_LOST_BAD_FRAME == NUPP_LOST_BAD_FRAME &&
-		       NUPP_SMP_LOST_TRUNCATED == NUPP_LOST_TRUNCATED && NUPP_SMP_LOST_MAP_FULL == NUPP_LOST_MAP_FULL,
-	       "BPF loss indexes must equal enum nupp_lost");
+_Static_assert(NUPP_SMP_LOST_RING_FULL >= NUPP_LOST__MAX - 1 && NUPP_SMP_LOST_RING_FULL < NUPP_SMP_LOST_N,
+	       "the ring-full counter is the BPF side's own, after the reasons it shares");
 
 /* Least time between two reads of the lost_where diagnosis map. */
 #define SMP_WHERE_US 10000000
