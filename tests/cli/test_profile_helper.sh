@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The helper process of an in-app session (nupp.profile, bpf backend): it is not the
 # app's child (forked twice) and leads its own session (setsid), runs with the app's uid,
+# holds no socket another user could connect to (an anonymous socket pair only),
 # and lives no longer than the app, even when a child the app forked holds the session's
 # socket open (tests/data/cli/helper_fork.lua). Its BPF links and programs go with it.
 . "$(dirname "$0")/../support/lib.sh"
@@ -39,6 +40,11 @@ for i in $(seq 100); do h=$(helper_of "$before"); [ -n "$h" ] && break; sleep 0.
 read -r ppid uid < <(ps -o ppid=,uid= -p "$h")
 [ "$ppid" != "$app" ] || fail "the helper $h is the app's child"
 assert_eq "$uid" "$(ps -o uid= -p "$app" | tr -d ' ')" "the helper's uid"
+# Nothing another local user could open to drive it: no listening socket, no named one.
+ss -xap | grep -F "pid=$h," >"$TMP/socks" || fail "the helper $h holds no socket"
+awk '$2 == "LISTEN" || ($5 != "*" && $5 != "") { bad = 1 } END { exit bad }' "$TMP/socks" ||
+  { cat "$TMP/socks"; fail "the helper $h listens or holds a named socket"; }
+ss -ltnup | grep -qF "pid=$h," && fail "the helper $h holds an internet socket"
 held_bpf "$h" >"$TMP/held"
 [ -s "$TMP/held" ] || fail "the helper $h holds no BPF link or program"
 wait "$app" || { cat "$TMP/exit.err"; fail "helper_fork.lua exit: status $?"; }

@@ -1262,10 +1262,12 @@ static void ses_helper_main(struct nupp_session *s)
 		struct pollfd p = { .fd = s->sock, .events = POLLIN };
 		char req;
 
-		if (ses_step(s, 20) < 0)
-			nupp_pr(NUPP_WARN, "session helper: %s\n", nupp_errmsg());
+		/* Checked before each step reads the program's memory: a pid given again to a
+		 * later process is never read. */
 		if (ses_owner_gone(s, ses_now()))
 			break; /* the profiled process exited; a child of it may hold the socket */
+		if (ses_step(s, 20) < 0)
+			nupp_pr(NUPP_WARN, "session helper: %s\n", nupp_errmsg());
 		if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLIN | POLLHUP | POLLERR)))
 			continue;
 		if (ses_read_all(s->sock, &req, 1))
