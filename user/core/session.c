@@ -1262,8 +1262,8 @@ static void ses_helper_main(struct nupp_session *s)
 		struct pollfd p = { .fd = s->sock, .events = POLLIN };
 		char req;
 
-		/* Checked before each step reads the program's memory: a pid given again to a
-		 * later process is never read. */
+		/* Checked before each step reads the program's memory, so that the helper stops
+		 * as the program exits, before its pid can name another process. */
 		if (ses_owner_gone(s, ses_now()))
 			break; /* the profiled process exited; a child of it may hold the socket */
 		if (ses_step(s, 20) < 0)
