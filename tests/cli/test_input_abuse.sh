@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# report and diff on inputs that are not profiles: truncated JSON, random bytes, a
-# negative, a NaN, an overflowing and a fractional count, in nupp JSON and in collapsed
-# stacks. Each exits 2 with the file and the position named, and writes nothing. A
+# report and diff on inputs that are not profiles: truncated JSON, binary junk, a line
+# without a count, a negative, a NaN, an overflowing and a fractional count, in nupp JSON
+# and in collapsed stacks. Each exits 2 with the file and the position named, and writes nothing. A
 # 100,000-frame stack is a valid collapsed profile: rendered whole, exit 0. No root.
 . "$(dirname "$0")/../support/lib.sh"
 
@@ -60,4 +60,4 @@ assert len(frames) == 100000 and frames[0] == "f0" and frames[-1] == "f99999", l
 PY
 grep -q 'f99999' "$TMP/deep.svg" || fail "deep.svg lacks the leaf frame"
 
-echo "ok: 8 bad inputs refused by report and diff with the position, nothing written; a 10^5-frame stack rendered"
+echo "ok: 10 bad inputs refused by report and diff with the position, nothing written; a 10^5-frame stack rendered"
