@@ -47,22 +47,22 @@ wait_luajit() {
   fail "target $1 did not start LuaJIT within 30 s"
 }
 
-# The ids of the BPF links and programs process $1 holds (its fdinfo).
-held_bpf() { grep -hE '^(link_id|prog_id):' /proc/"$1"/fdinfo/* 2>/dev/null | awk '{print $1, $2}' | sort -u; }
+# The ids of the BPF links, programs and maps process $1 holds (its fdinfo).
+held_bpf() { grep -hE '^(link_id|prog_id|map_id):' /proc/"$1"/fdinfo/* 2>/dev/null | awk '{print $1, $2}' | sort -u; }
 
-# Waits until none of the BPF links and programs listed in file $1 exists any more: they
-# are released after record exits (by its closer process), never left attached.
+# Waits until none of the BPF links, programs and maps listed in file $1 exists any more:
+# they are released after record exits (by its closer process), never left attached.
 wait_released() {
   local i left
   for i in $(seq 200); do
-    left=$( { bpftool -j link show; echo; bpftool -j prog show; } | python3 -c '
+    left=$( { bpftool -j link show; echo; bpftool -j prog show; echo; bpftool -j map show; } | python3 -c '
 import json, sys
 want = set(l.strip() for l in open(sys.argv[1]) if l.strip())
 docs = [json.loads(d) for d in sys.stdin.read().split("\n") if d.strip()]
-alive = {"link_id: %d" % x["id"] for x in docs[0] or []} | {"prog_id: %d" % x["id"] for x in docs[1] or []}
+alive = {"%s_id: %d" % (kind, x["id"]) for kind, doc in zip(("link", "prog", "map"), docs) for x in doc or []}
 print(" ".join(sorted(want & alive)))' "$1")
     [ -z "$left" ] && return 0
     sleep 0.1
   done
-  fail "still attached 20 s after record exited: $left"
+  fail "still in the kernel 20 s after its holder exited: $left"
 }
