@@ -3,7 +3,8 @@
 #   * user/ is four layers, cli -> compare -> report -> core: a file includes and calls only
 #     its own layer and the ones below; include/ and bpf/ never include user/;
 #   * the CLI's subcommands (cli/cmd_*.c) never call one another or main.c;
-#   * every source opens with a comment saying what it owns; user/README.md names each folder.
+#   * every source opens with a comment saying what it owns; user/README.md names each folder;
+#   * no source under user/, bpf/, include/ is over 850 lines.
 set -uo pipefail
 src=${NUPP_SOURCE_DIR:-$(cd "$(dirname "$0")/../.." && pwd)}
 bin=${NUPP_BINARY_DIR:-$src/build}
@@ -101,10 +102,19 @@ while IFS= read -r f; do
 	esac
 done < <(find user bpf include -type f \( -name '*.c' -o -name '*.h' -o -name '*.js' \) | sort)
 
+# -- Sizes -----------------------------------------------------------------------
+# A file past about 800 lines holds more than one concern: split it by concern. Generated
+# files (build/) and tests are not sources here.
+max=850
+while IFS= read -r f; do
+	n=$(wc -l <"$f")
+	[ "$n" -le "$max" ] || bad "$f is $n lines (at most $max): split it by concern"
+done < <(find user bpf include -type f \( -name '*.c' -o -name '*.h' \) | sort)
+
 [ -f user/README.md ] || bad "user/README.md is missing"
 for layer in "${layers[@]}"; do
 	grep -q "^## \`$layer/\`" user/README.md 2>/dev/null || bad "user/README.md has no section \"## \`$layer/\`\""
 done
 
-[ "$fail" = 0 ] && echo "ok: ${#layers[@]} layers, includes and calls go down, every file opens with what it owns"
+[ "$fail" = 0 ] && echo "ok: ${#layers[@]} layers, includes and calls go down, every file opens with what it owns, none over $max lines"
 exit "$fail"
