@@ -175,13 +175,6 @@ __noinline int smp_proto_watch(__u32 tgid, __u64 g, __u64 pt, __u64 pgen)
 	return 0;
 }
 
-/* Adds one to the free generation of the block that holds GCproto pt: the frame cache
- * entries that name it are dropped (its memory may hold another prototype next). */
-static __always_inline void smp_pfree_bump(__u64 pt)
-{
-	__sync_fetch_and_add(&pfree_gen[nupp_walk_pgen_slot(pt)], 1);
-}
-
 /* State of a luajit:proto_free run over the prototypes that die (bpf_loop). */
 struct smp_pfree_ctx {
 	struct nupp_smp_proc *p;
@@ -193,7 +186,8 @@ struct smp_pfree_ctx {
 
 /* bpf_loop callback: prototype i of the batch dies. When it was watched (a sample or a
  * trace copy met it), its generation ends (samples taken before saw this incarnation),
- * the frame cache entries that lie in it are dropped (smp_pfree_bump), and its
+ * the frame cache entries that name it are dropped (nupp_pgen_free: its memory may hold
+ * another prototype next), and its
  * allocation, intact until after this probe, is sent as it is. One no sample met costs
  * a read of pseen_n (and rarely a lookup): no cache entry or name can be of it (entries
  * are filled only for prototypes watched). */
@@ -219,11 +213,8 @@ static long smp_pfree_one(__u32 i, void *data)
 	if (bpf_map_delete_elem(&pseen, &k) == 0)
 		__sync_fetch_and_add(&pseen_n[slot], -1);
 	__sync_fetch_and_add(&pfreed, 1);
-	/* The block's generation first, then the count (both full barriers): a sample
-	 * that reads the new count finds the block bumped. */
-	smp_pfree_bump(k.pt);
-	__sync_fetch_and_add(&p->pfrees, 1);
-	gen = __sync_fetch_and_add(&p->pgen, 1) + 1;
+	/* The block's generation, then the counts (nupp/proto_gen.h). */
+	gen = nupp_pgen_free(&pfree_gen[nupp_walk_pgen_slot(k.pt)], &p->pfrees, &p->pgen);
 	if (smp_proto_head(&b->h, p, NUPP_SMP_EV_PROTO_FREE, c->tgid, c->g, k.pt))
 		goto lost;
 	b->h.pgen = gen;

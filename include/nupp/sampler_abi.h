@@ -6,6 +6,7 @@
 
 #include "nupp/lj_layout.h"
 #include "nupp/lost.h"
+#include "nupp/proto_gen.h"
 
 #define NUPP_SMP_MAX_DEPTH 256   /* frames per stack at most, a power of two (index masking) */
 #define NUPP_SMP_DEFAULT_DEPTH 64 /* frames per stack by default */
@@ -226,16 +227,15 @@ struct nupp_smp_proc {
 	 * walker's frame cache may be used for its samples (include/nupp/walk.h). */
 	__u8 fc_ok[NUPP_SMP_MAX_VMS];
 	__u64 zone_addr[NUPP_SMP_MAX_VMS]; /* the VM's vmlist zone_tv slot (nupp_zone_read), 0 = none */
-	/* Prototype generation: +1 for every prototype met by a sample (or a trace copy) that
-	 * the process frees (luajit:proto_free). A sample at generation E saw the incarnation
-	 * of each GCproto* of its frames that the first free of that address with a
-	 * generation > E (if any) killed: every prototype of a sample was met by then. */
+	/* Prototype generation, +1 for every free of a prototype a sample or a trace copy
+	 * met; the protocol is nupp/proto_gen.h's. */
 	__u64 pgen;
 	/* proto_free events lost (ring buffer full): when it grows, userspace forgets what it
 	 * knew of the process's prototypes and refuses samples up to the current generation
 	 * (which is past every lost one: a generation is taken before its event is sent). */
 	__u64 nlost;
-	/* Prototypes met that were freed (as pgen): the walker's frame cache count (fc_pg). */
+	/* Prototypes met that were freed (as pgen, nupp/proto_gen.h): the walker's frame
+	 * cache count (fc_pg). */
 	__u64 pfrees;
 	struct nupp_lj_layout lo;
 };

@@ -20,6 +20,7 @@
 
 #include "core/sampler_internal.h"
 #include "core/nupp_internal.h"
+#include "nupp/proto_gen.h"
 
 extern const struct nupp_lj_layout luajit_bpf_layout;
 
@@ -340,6 +341,38 @@ static void named_at(struct nupp_sym *s, GCproto *callee, int n, __u64 gen, cons
 	ck_assert_int_eq(name_at(s, callee, n, gen, b, sizeof(b)), 0);
 	ck_assert_str_eq(b, want);
 }
+
+/* The protocol's two sides (nupp/proto_gen.h) agree: a free, made as the sampler makes
+ * it, bumps the block, the count of frees and the generation in that order and carries
+ * the new generation; the ledger then names a sample of each generation by the
+ * incarnation that generation saw. */
+START_TEST(the_free_protocol_of_the_sampler_drives_the_ledger)
+{
+	struct nupp_sym *s = nupp_sym_new(getpid(), &luajit_bpf_layout, false, self_read, NULL);
+	__u32 block = 7;
+	__u64 pfrees = 2, pgen = 4, gen;
+
+	ck_assert_uint_eq(nupp_pgen_end(3, 5), 5);
+	ck_assert_uint_eq(nupp_pgen_end(5, 5), 6); /* never empty: a sample of 5 saw it */
+	ck_assert_uint_eq(nupp_pgen_end(6, 5), 7);
+	born(s, pfoo, pgen, "=chunkA");
+	gen = nupp_pgen_free(&block, &pfrees, &pgen);
+	ck_assert_uint_eq(gen, 5);
+	ck_assert_uint_eq(block, 8);
+	ck_assert_uint_eq(pfrees, 3);
+	ck_assert_uint_eq(pgen, 5);
+	freed(s, pfoo, gen);
+	born(s, pfoo, pgen, "@/src/app/chunkB.lua");
+	named_at(s, pfoo, 0, 4, "chunkA:foo");
+	named_at(s, pfoo, 0, 5, "chunkB.lua:foo");
+	gen = nupp_pgen_free(&block, &pfrees, &pgen);
+	ck_assert_uint_eq(gen, 6);
+	freed(s, pfoo, gen);
+	named_at(s, pfoo, 0, 5, "chunkB.lua:foo");
+	named_at(s, pfoo, 0, 4, "chunkA:foo");
+	nupp_sym_free(s);
+}
+END_TEST
 
 START_TEST(each_incarnation_at_an_address_keeps_its_own_name)
 {
@@ -1230,6 +1263,7 @@ int main(void)
 	tcase_add_test(tc, stacks_join_outermost_first);
 	tcase_add_test(tc, a_reused_address_is_refused);
 	tcase_add_test(tc, module_names_strip_like_jit_p);
+	tcase_add_test(tc, the_free_protocol_of_the_sampler_drives_the_ledger);
 	tcase_add_test(tc, each_incarnation_at_an_address_keeps_its_own_name);
 	tcase_add_test(tc, a_freed_prototype_never_seen_alive_is_not_named);
 	tcase_add_test(tc, a_prototype_read_alive_is_named_after_its_free);

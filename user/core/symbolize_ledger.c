@@ -1,7 +1,8 @@
 /* The prototype ledger: each prototype a sample met, by incarnation (the generations
  * [lo, hi) of the samples that saw it), from its birth, its frees and the generations the
  * sampler reported; a sample's prototype is the incarnation of its generation, read once
- * from the target and checked by fingerprint. It names nothing: symbolize_name.c does. */
+ * from the target and checked by fingerprint. The generations follow the protocol of
+ * nupp/proto_gen.h (nupp_pgen_end). It names nothing: symbolize_name.c does. */
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
@@ -230,7 +231,7 @@ int nupp_sym_born(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 f
 	if (p) {
 		if (p->live_drain && p->live_drain == s->drain)
 			s->suspect = true;
-		sym_proto_end_at(s, p, pgen > p->lo ? pgen : p->lo + 1);
+		sym_proto_end_at(s, p, nupp_pgen_end(p->lo, pgen));
 		if (!p->mem)
 			p->unusable = true;
 	}
@@ -336,7 +337,7 @@ int nupp_sym_freed(struct nupp_sym *s, __u64 pt, __u64 pgen, __u64 chunk, __s32 
 	 * this address: this copy may give it. */
 	if ((p->live_drain && p->live_drain == s->drain) || sym_failed_has(s, pt))
 		s->suspect = true;
-	sym_proto_end_at(s, p, pgen > p->lo ? pgen : p->lo + 1);
+	sym_proto_end_at(s, p, nupp_pgen_end(p->lo, pgen));
 	sym_memo_clear(p); /* its copy and constants may change below */
 	if (p->have_fp && (p->chunk != chunk || p->firstline != firstline || p->sizebc != sizebc)) {
 		/* Not the prototype we knew (events were lost): name neither. */
@@ -402,7 +403,7 @@ int nupp_sym_kstrs(struct nupp_sym *s, __u64 pt, __u64 pgen, const void *data, _
 	struct sym_kstr_entry *ne;
 
 	/* The record its free event (sent just before) ended, or its met event began. */
-	if (!p || (p->hi == SYM_ALIVE ? p->lo != pgen : p->hi != (pgen > p->lo ? pgen : p->lo + 1)))
+	if (!p || (p->hi == SYM_ALIVE ? p->lo != pgen : p->hi != nupp_pgen_end(p->lo, pgen)))
 		return -ENOENT;
 	while (q + sizeof(e) <= end) {
 		memcpy(&e, q, sizeof(e));
