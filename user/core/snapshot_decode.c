@@ -49,6 +49,7 @@ static void tr_decode_snap(struct nupp_traces *t, struct tr_dec *d, __u32 mapofs
 	__u32 i, s, top = 1;
 
 	sn->ok = 0;
+	sn->why = TR_REF_MAP;
 	sn->nfr = 0;
 	sn->startpt = 0;
 	if ((__u64)mapofs + nent + 2 > d->nmap)
@@ -99,14 +100,17 @@ static void tr_decode_snap(struct nupp_traces *t, struct tr_dec *d, __u32 mapofs
 			continue;
 		/* A frame whose function is not a constant (a polymorphic call site) or whose
 		 * link is not known: not decoded, never guessed. */
+		sn->why = isk[s - lo->fr2] != 1 ? TR_REF_POLY : isk[s] != 2 ? TR_REF_LINK : TR_REF_DEPTH;
 		if (isk[s - lo->fr2] != 1 || isk[s] != 2 || sn->nfr >= TR_MAX_INL)
 			return;
 		fr = &sn->fr[sn->nfr++];
+		sn->why = TR_REF_FUNC;
 		if (tr_func(t, d, kgc[s - lo->fr2], &fr->f))
 			return;
 		fr->link = knum[s];
 	}
 	sn->ok = 1;
+	sn->why = TR_REF_NONE;
 }
 
 
@@ -290,7 +294,7 @@ static int tr_ctrl(const struct tr_bc *b, __u32 pos, struct tr_cand *c)
 static __u64 tr_snap_proto(const struct tr_entry *e, const struct tr_snap *sn)
 {
 	if (!sn->nfr)
-		return e->startpt;
+		return sn->retf ? sn->retpt : e->startpt;
 	return sn->fr[sn->nfr - 1].f.kind == NUPP_SMP_LUA ? sn->fr[sn->nfr - 1].f.ptr : 0;
 }
 
@@ -368,6 +372,7 @@ static int tr_exec_pc(struct nupp_traces *t, struct tr_dec *d, struct tr_bc *b, 
 	}
 	if (n < 0) {
 		sn->ok = 0; /* which instruction runs here is not known */
+		sn->why = TR_REF_BRANCH;
 		return 0;
 	}
 	sn->pc = bc + (__u64)c[0].pos * sizeof(BCIns);
@@ -376,6 +381,83 @@ static int tr_exec_pc(struct nupp_traces *t, struct tr_dec *d, struct tr_bc *b, 
 
 
 /* -- A whole trace --------------------------------------------------------------- */
+
+/* Finds the trace's IR_RETFs (returns below the start frame, lj_record.c lj_record_ret)
+ * and its IR_LOOP; only with LuaJIT's own opcodes (ops_ok). */
+static void tr_retf_scan(struct nupp_traces *t, struct tr_dec *d)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	__u32 ref;
+
+	d->nretf = 0;
+	d->loopref = 0;
+	d->retf_loop = false;
+	d->retf_many = false;
+	if (!t->ops_ok)
+		return;
+	for (ref = REF_BIAS + 1; ref < d->nins; ref++) {
+		const unsigned char *ins;
+		__u16 op1, op2;
+		__u8 kop;
+		__u64 v;
+
+		if (ref < d->nk)
+			continue;
+		ins = d->irbuf + (size_t)(ref - d->nk) * lo->ir_size;
+		if (ins[lo->ir_o] == IR_LOOP && !d->loopref) {
+			d->loopref = ref;
+		} else if (ins[lo->ir_o] == IR_RETF) {
+			if (d->loopref)
+				d->retf_loop = true;
+			if (d->nretf == TR_MAX_RETF) {
+				d->retf_many = true;
+				continue;
+			}
+			/* IRIns.op1, op2: the returned-into prototype's and the return PC's
+			 * constants. */
+			memcpy(&op1, ins, 2);
+			memcpy(&op2, ins + 2, 2);
+			d->retf[d->nretf].ref = ref;
+			d->retf[d->nretf].pt = 0;
+			d->retf[d->nretf].pc = 0;
+			if (op1 < REF_BIAS && !tr_irconst(t, d, op1, &kop, &v) && kop == lo->ir_kgc)
+				d->retf[d->nretf].pt = v & lo->gcvmask;
+			if (op2 < REF_BIAS && !tr_irconst(t, d, op2, &kop, &v) && kop == IR_KPTR)
+				d->retf[d->nretf].pc = v;
+			d->nretf++;
+		}
+	}
+}
+
+/* The returns below the start frame before snapshot sn's code: sn->retf, and the
+ * prototype the last one returned into (sn->retpt, 0 when not known: in a loop that
+ * returns, each pass returns again, and which pass a sample is in is not known). */
+static void tr_snap_retf(const struct tr_dec *d, struct tr_snap *sn)
+{
+	__u32 i;
+
+	sn->retf = 0;
+	sn->retpt = 0;
+	sn->retin_pt = 0;
+	sn->retin_pc = 0;
+	if (!d->nretf)
+		return;
+	for (i = 0; i < d->nretf && d->retf[i].ref < sn->ref; i++)
+		;
+	/* The IR_RETF at the start of its code (lj_record.c takes the snapshot just
+	 * before it): the code after it runs in the lower frame. */
+	if (i < d->nretf && d->retf[i].ref == sn->ref && d->retf[i].pt && d->retf[i].pc) {
+		sn->retin_pt = d->retf[i].pt;
+		sn->retin_pc = d->retf[i].pc;
+	}
+	if (d->retf_loop && sn->ref > d->loopref) {
+		sn->retf = 1;
+		return;
+	}
+	sn->retf = (__u8)(i < 255 ? i : 255);
+	if (i && !d->retf_many)
+		sn->retpt = d->retf[i - 1].pt;
+}
 
 /* Decodes entry e from d (header, IR, snapshots and map copied): its snapshots' PCs and
  * frames. 0 or -errno. */
@@ -388,6 +470,7 @@ int tr_decode(struct nupp_traces *t, struct tr_dec *d)
 	size_t nfrs = 0, cap = 0, *at;
 	__u32 i;
 
+	tr_retf_scan(t, d);
 	e->mcofs = malloc((e->nsnap + 1) * sizeof(*e->mcofs));
 	e->snaps = malloc((e->nsnap + 1) * sizeof(*e->snaps));
 	at = malloc((e->nsnap + 1) * sizeof(*at));
@@ -404,6 +487,7 @@ int tr_decode(struct nupp_traces *t, struct tr_dec *d)
 		sn->fr = scratch;
 		tr_decode_snap(t, d, (__u32)tr_get(sp, lo->snap_mapofs, 4), (__u32)tr_get(sp, lo->snap_nent, 1), sn);
 		sn->ref = (__u32)tr_get(sp, lo->snap_ref, 2);
+		tr_snap_retf(d, sn);
 		/* Its frames go to the trace's array (placed once the array is whole). */
 		if (nfrs + sn->nfr > cap) {
 			struct tr_frame *nf;
@@ -427,9 +511,28 @@ int tr_decode(struct nupp_traces *t, struct tr_dec *d)
 		e->snaps[i].fr = e->frs ? e->frs + at[i] : NULL;
 	free(at);
 	for (i = 0; i < e->nsnap; i++)
-		if (tr_exec_pc(t, d, &bcv, i))
+		if (tr_exec_pc(t, d, &bcv, i)) {
 			e->snaps[i].ok = 0; /* its bytecode could not be read: not decoded */
+			e->snaps[i].why = TR_REF_BC;
+		}
 	return 0;
+}
+
+/* The name of a refusal in the log. */
+const char *tr_refusal_name(int why)
+{
+	static const char *const names[TR_REF__MAX] = {
+		[TR_REF_NONE] = "decoded",
+		[TR_REF_MAP] = "its map runs past the trace",
+		[TR_REF_POLY] = "an inlined function is not a constant",
+		[TR_REF_LINK] = "an inlined frame's link is not a constant",
+		[TR_REF_DEPTH] = "too many inlined frames",
+		[TR_REF_FUNC] = "an inlined function could not be read",
+		[TR_REF_BRANCH] = "a branch's two sides lie on different lines",
+		[TR_REF_BC] = "its prototype's bytecode could not be read",
+	};
+
+	return why >= 0 && why < TR_REF__MAX ? names[why] : "?";
 }
 
 /* Frees what a decode kept for itself. */

@@ -52,21 +52,39 @@ int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, s
 	if (!(st->flags & NUPP_SMP_F_TRACE) || !(st->flags & NUPP_SMP_F_MCODE))
 		return n; /* IP in a C helper or exit stub: the caller chain is exact, no leaf */
 	e = tr_find(t, st);
-	if (!e)
+	if (!e) {
+		nupp_pr(NUPP_DEBUG, "trace %u: not decoded (no copy, and not readable now)\n", st->traceno);
 		return -ENOENT;
+	}
 	si = nupp_snap_search(e->mcofs, e->nsnap, st->mcofs);
 	if (si < 0)
 		return n;
 	sn = &e->snaps[si];
-	if (!sn->ok)
+	if (!sn->ok) {
+		nupp_pr(NUPP_DEBUG, "trace %u snapshot %d of %u: not decoded (%s)\n", st->traceno, si, e->nsnap,
+			tr_refusal_name(sn->why));
 		return -ENOENT;
+	}
 	/* The snapshot's slot 0 must be the frame the sample found at jit_base. It is not
 	 * when the trace links to a trace with another start frame: its tail stores the
 	 * new BASE in jit_base before the jump (lj_asm.c asm_tail_link). The chain from
-	 * jit_base is exact then; this snapshot's frames and leaf are not its. */
-	start = sn->startpt ? sn->startpt : e->start0;
-	if (start && start != st->frames[0].ptr)
+	 * jit_base is exact then; this snapshot's frames and leaf are not its. A return
+	 * below the start frame (IR_RETF) stores the lower frame's BASE in jit_base too:
+	 * the snapshots after it run in the frame it returned into (sn->retpt). */
+	start = sn->startpt ? sn->startpt : sn->retf ? sn->retpt : e->start0; /* 0: not checked */
+	if (start && start != st->frames[0].ptr) {
+		/* Past the IR_RETF of this snapshot's own code: the frame at jit_base is the
+		 * one it returned into, at the call its return PC follows. */
+		if (sn->retin_pt && sn->retin_pt == st->frames[0].ptr && st->frames[0].kind == NUPP_SMP_LUA) {
+			out[0].pos = tr_pos(lo, &out[0], sn->retin_pc, 1);
+			if (out[0].pos >= 0)
+				return n;
+			nupp_pr(NUPP_DEBUG, "trace %u snapshot %d of %u: its return PC is not in the frame "
+				"it returned into\n", st->traceno, si, e->nsnap);
+			return -ENOENT;
+		}
 		return n;
+	}
 	if (n + sn->nfr > max)
 		return -E2BIG;
 	/* Inner frames first: innermost inlined frame gets the snapshot PC; each frame's
@@ -84,8 +102,14 @@ int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, s
 		struct nupp_smp_frame *f = &out[i];
 
 		f->pos = tr_pos(lo, f, pc, i > 0);
-		if (i == 0 && f->pos < 0)
-			return -ENOENT; /* the PC is not in the innermost frame: not decoded */
+		/* The PC is not in the innermost frame: not decoded. A builtin's frame (a fast
+		 * or C function the trace set up) has no PC of its own: its caller's is the
+		 * call's, from its link. */
+		if (i == 0 && f->pos < 0 && f->kind == NUPP_SMP_LUA) {
+			nupp_pr(NUPP_DEBUG, "trace %u snapshot %d of %u: its PC is not in its innermost frame\n",
+				st->traceno, si, e->nsnap);
+			return -ENOENT;
+		}
 		if (i < sn->nfr) {
 			const struct tr_frame *fr = &sn->fr[sn->nfr - 1 - i];
 

@@ -60,11 +60,39 @@ struct tr_snap {
 	__u8 depth;              /* baseslot - 2 of the innermost frame (0: the start frame) */
 	__u64 startpt;           /* GCproto* of slot 0's function if it is a constant, else 0 */
 	int ok;                  /* every inlined function was a constant we could read */
+	__u8 why;                /* when !ok, why not: enum tr_refusal */
+	/* Frames the trace returned below its start frame before this snapshot's code (its
+	 * IR_RETFs: each moves the trace's BASE, and g->jit_base with it, down one frame),
+	 * and the GCproto* the last of them returned into (its operand; 0: not known). */
+	__u8 retf;
+	__u64 retpt;
+	/* An IR_RETF in this snapshot's own code: the prototype it returns into and the
+	 * return PC it checked (0: none). */
+	__u64 retin_pt, retin_pc;
 	int nfr;
 	/* Its nfr frames: in the trace's array of them (tr_entry.frs; most snapshots have
 	 * none or a few, so none is kept in place), or while decoding a scratch array. */
 	struct tr_frame *fr;
 };
+
+/* Returns below the start frame a decode follows (more: the snapshots after are refused). */
+#define TR_MAX_RETF 16
+
+/* Why a snapshot is not decoded (tr_snap.why), named by tr_refusal_name in the log of
+ * the samples it costs. */
+enum tr_refusal {
+	TR_REF_NONE,
+	TR_REF_MAP,      /* its map runs past the trace's copy */
+	TR_REF_POLY,     /* an inlined frame's function is not a constant (polymorphic call) */
+	TR_REF_LINK,     /* an inlined frame's link is not a constant */
+	TR_REF_DEPTH,    /* more inlined frames than a snapshot keeps */
+	TR_REF_FUNC,     /* an inlined function could not be read */
+	TR_REF_BRANCH,   /* a control instruction's two branches lie on different lines */
+	TR_REF_BC,       /* the bytecode of its prototype could not be read */
+	TR_REF__MAX
+};
+
+const char *tr_refusal_name(int why);
 
 /* One decoded trace. */
 struct tr_entry {
@@ -147,6 +175,14 @@ struct tr_dec {
 	/* From a BPF copy: the functions named while the trace was alive (nfn entries). */
 	const struct nupp_smp_trace_fn *fns;
 	__u32 nfn;
+	/* Its returns below the start frame (IR_RETF, in IR order) and its IR_LOOP. */
+	struct {
+		__u32 ref;
+		__u64 pt, pc;
+	} retf[TR_MAX_RETF];
+	__u32 nretf, loopref;
+	bool retf_loop;          /* an IR_RETF after the IR_LOOP */
+	bool retf_many;          /* more than TR_MAX_RETF of them */
 };
 
 /* -- The cache (snapshot.c) ------------------------------------------------------------ */
