@@ -1,11 +1,12 @@
 -- Benchmark workload: a program that defines N distinct Lua functions (one prototype each,
--- loaded in chunks of 100, chunk "=manyK") and calls them along pseudo-random paths of
+-- loaded in chunks of PER, chunk "=manyK") and calls them along pseudo-random paths of
 -- DEPTH frames, the leaf doing a little work, so nearly every sample is a stack never seen
 -- before and the sampler's frame cache and stacks map meet thousands of hot functions.
 -- RELOAD chunks a second are loaded again (their old prototypes freed by the GC), so the
 -- prototype event stream never stops. JIT on. On exit it prints on stderr its wall time
 -- ("elapsed S"), its own CPU time ("cpu S") and its voluntary context switches ("nvcsw N").
--- usage: luajit many_funcs.lua [N=5000] [CPU seconds=10] [DEPTH=12] [RELOAD=0]
+-- PER functions a chunk (PER >= N: all of them in one chunk, "=many0").
+-- usage: luajit many_funcs.lua [N=5000] [CPU seconds=10] [DEPTH=12] [RELOAD=0] [PER=100]
 local ffi = require("ffi")
 local now = dofile((arg[0]:match("^(.*)/") or ".") .. "/clock.lua")
 ffi.cdef [[
@@ -17,7 +18,7 @@ local N = tonumber(arg[1]) or 5000
 local secs = tonumber(arg[2]) or 10
 local DEPTH = tonumber(arg[3]) or 12
 local RELOAD = tonumber(arg[4]) or 0
-local PER = 100
+local PER = tonumber(arg[5]) or 100
 local F = {}
 
 -- Chunk k defines functions k*PER+1 .. k*PER+PER into F: each calls a pseudo-random
