@@ -30,8 +30,7 @@ assert lost["symbolize"] <= 0.003 * samples, f"{lost['symbolize']} of {samples} 
 assert nlost <= 0.02 * samples, f"{nlost} of {samples} samples lost: {lost}"
 
 # The builtins dkjson calls (its source's locals: string.*, table.*, math.*, and the base
-# library), the functions whose body calls string.find, and num2str, whose tail call to
-# replace keeps its name.
+# library).
 builtins = {"string.find", "string.gsub", "string.sub", "string.byte", "string.char", "string.rep",
             "string.format", "string.match", "string.len", "table.concat", "table.sort", "math.floor",
             "math.huge", "tostring", "tonumber", "type", "pairs", "ipairs", "next", "select", "pcall",
@@ -42,21 +41,22 @@ builtins = {"string.find", "string.gsub", "string.sub", "string.byte", "string.c
 # What the workload's main chunk calls itself, and table.concat, which json.encode
 # tail-calls (its frame takes encode's place).
 own = {"string.rep", "tostring", "os.clock", "print", "table.concat"}
+# The functions whose body calls string.find, and num2str, whose tail call to replace
+# keeps its name.
 finders = {"fsub", "quotestring", "replace", "loc", "scanwhite", "scanstring", "scanvalue", "num2str"}
+main = ["pmain", "roundtrip.lua:0"]
 lua, finds, bad = 0, 0, []
 for s in prof["samples"]:
     f = s["stack"].split(";")
     if f[0] == "[host]":
         continue
     lua += s["count"]
-    # Loading: pmain before the main chunk, require and dkjson's main chunk under it.
-    if f == ["pmain"] or len(f) == 2 and f[0] == "pmain" and f[1].startswith("luaopen_") or len(f) >= 3 and f[:2] == ["pmain", "roundtrip.lua:0"] and f[2] in (
-            "require", "lj_cf_package_require"):
+    # Loading: pmain before the main chunk and while it opens the libraries, require.
+    if f == ["pmain"] or len(f) == 2 and f[0] == "pmain" and f[1].startswith("luaopen_") or \
+            len(f) >= 3 and f[:2] == main and f[2] in ("require", "lj_cf_package_require"):
         continue
-    ok = len(f) >= 3 and f[0] == "pmain" and f[1] == "roundtrip.lua:0" and f[2] == "dkjson.lua:decode" or \
-        len(f) >= 3 and f[0] == "pmain" and f[1] == "roundtrip.lua:0" and f[2] == "dkjson.lua:encode" or \
-        len(f) == 2 and f[0] == "pmain" and f[1] == "roundtrip.lua:0" or \
-        len(f) == 3 and f[:2] == ["pmain", "roundtrip.lua:0"] and f[2] in own
+    ok = f[:2] == main and (len(f) == 2 or f[2] in ("dkjson.lua:decode", "dkjson.lua:encode") or
+                            len(f) == 3 and f[2] in own)
     for i, fr in enumerate(f[2:], 2):
         if not (fr.startswith("dkjson.lua:") or (i == 2 and fr in own and i == len(f) - 1) or
                 (fr in builtins and (i == len(f) - 1 or f[i + 1] in builtins))):

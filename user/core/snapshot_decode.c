@@ -294,7 +294,7 @@ static int tr_ctrl(const struct tr_bc *b, __u32 pos, struct tr_cand *c)
 static __u64 tr_snap_proto(const struct tr_entry *e, const struct tr_snap *sn)
 {
 	if (!sn->nfr)
-		return sn->retf ? sn->retpt : e->startpt;
+		return sn->ret_below ? sn->retpt : e->startpt;
 	return sn->fr[sn->nfr - 1].f.kind == NUPP_SMP_LUA ? sn->fr[sn->nfr - 1].f.ptr : 0;
 }
 
@@ -397,6 +397,7 @@ static void tr_retf_scan(struct nupp_traces *t, struct tr_dec *d)
 		return;
 	for (ref = REF_BIAS + 1; ref < d->nins; ref++) {
 		const unsigned char *ins;
+		struct tr_retf *r;
 		__u16 op1, op2;
 		__u8 kop;
 		__u64 v;
@@ -415,28 +416,28 @@ static void tr_retf_scan(struct nupp_traces *t, struct tr_dec *d)
 			}
 			/* IRIns.op1, op2: the returned-into prototype's and the return PC's
 			 * constants. */
+			r = &d->retf[d->nretf++];
 			memcpy(&op1, ins, 2);
 			memcpy(&op2, ins + 2, 2);
-			d->retf[d->nretf].ref = ref;
-			d->retf[d->nretf].pt = 0;
-			d->retf[d->nretf].pc = 0;
+			r->ref = ref;
+			r->pt = 0;
+			r->pc = 0;
 			if (op1 < REF_BIAS && !tr_irconst(t, d, op1, &kop, &v) && kop == lo->ir_kgc)
-				d->retf[d->nretf].pt = v & lo->gcvmask;
+				r->pt = v & lo->gcvmask;
 			if (op2 < REF_BIAS && !tr_irconst(t, d, op2, &kop, &v) && kop == IR_KPTR)
-				d->retf[d->nretf].pc = v;
-			d->nretf++;
+				r->pc = v;
 		}
 	}
 }
 
-/* The returns below the start frame before snapshot sn's code: sn->retf, and the
- * prototype the last one returned into (sn->retpt, 0 when not known: in a loop that
+/* Whether the trace returned below its start frame before snapshot sn's code, and the
+ * prototype the last return went into (sn->retpt, 0 when not known: in a loop that
  * returns, each pass returns again, and which pass a sample is in is not known). */
 static void tr_snap_retf(const struct tr_dec *d, struct tr_snap *sn)
 {
 	__u32 i;
 
-	sn->retf = 0;
+	sn->ret_below = false;
 	sn->retpt = 0;
 	sn->retin_pt = 0;
 	sn->retin_pc = 0;
@@ -451,10 +452,10 @@ static void tr_snap_retf(const struct tr_dec *d, struct tr_snap *sn)
 		sn->retin_pc = d->retf[i].pc;
 	}
 	if (d->retf_loop && sn->ref > d->loopref) {
-		sn->retf = 1;
+		sn->ret_below = true;
 		return;
 	}
-	sn->retf = (__u8)(i < 255 ? i : 255);
+	sn->ret_below = i > 0;
 	if (i && !d->retf_many)
 		sn->retpt = d->retf[i - 1].pt;
 }
@@ -522,14 +523,9 @@ int tr_decode(struct nupp_traces *t, struct tr_dec *d)
 const char *tr_refusal_name(int why)
 {
 	static const char *const names[TR_REF__MAX] = {
-		[TR_REF_NONE] = "decoded",
-		[TR_REF_MAP] = "its map runs past the trace",
-		[TR_REF_POLY] = "an inlined function is not a constant",
-		[TR_REF_LINK] = "an inlined frame's link is not a constant",
-		[TR_REF_DEPTH] = "too many inlined frames",
-		[TR_REF_FUNC] = "an inlined function could not be read",
-		[TR_REF_BRANCH] = "a branch's two sides lie on different lines",
-		[TR_REF_BC] = "its prototype's bytecode could not be read",
+#define TR_REFUSAL_NAME(id, text) [TR_REF_##id] = text,
+		TR_REFUSALDEF(TR_REFUSAL_NAME)
+#undef TR_REFUSAL_NAME
 	};
 
 	return why >= 0 && why < TR_REF__MAX ? names[why] : "?";

@@ -71,7 +71,7 @@ int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, s
 	 * jit_base is exact then; this snapshot's frames and leaf are not its. A return
 	 * below the start frame (IR_RETF) stores the lower frame's BASE in jit_base too:
 	 * the snapshots after it run in the frame it returned into (sn->retpt). */
-	start = sn->startpt ? sn->startpt : sn->retf ? sn->retpt : e->start0; /* 0: not checked */
+	start = sn->startpt ? sn->startpt : sn->ret_below ? sn->retpt : e->start0; /* 0: not checked */
 	if (start && start != st->frames[0].ptr) {
 		/* Past the IR_RETF of this snapshot's own code: the frame at jit_base is the
 		 * one it returned into, at the call its return PC follows. */

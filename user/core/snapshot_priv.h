@@ -61,10 +61,10 @@ struct tr_snap {
 	__u64 startpt;           /* GCproto* of slot 0's function if it is a constant, else 0 */
 	int ok;                  /* every inlined function was a constant we could read */
 	__u8 why;                /* when !ok, why not: enum tr_refusal */
-	/* Frames the trace returned below its start frame before this snapshot's code (its
-	 * IR_RETFs: each moves the trace's BASE, and g->jit_base with it, down one frame),
-	 * and the GCproto* the last of them returned into (its operand; 0: not known). */
-	__u8 retf;
+	/* The trace returned below its start frame before this snapshot's code (an IR_RETF:
+	 * each moves the trace's BASE, and g->jit_base with it, down one frame), and the
+	 * GCproto* the last return went into (its operand; 0: not known). */
+	bool ret_below;
 	__u64 retpt;
 	/* An IR_RETF in this snapshot's own code: the prototype it returns into and the
 	 * return PC it checked (0: none). */
@@ -75,20 +75,26 @@ struct tr_snap {
 	struct tr_frame *fr;
 };
 
-/* Returns below the start frame a decode follows (more: the snapshots after are refused). */
+/* Returns below the start frame a decode keeps (past them, the prototype a snapshot
+ * returned into is not known). */
 #define TR_MAX_RETF 16
 
-/* Why a snapshot is not decoded (tr_snap.why), named by tr_refusal_name in the log of
- * the samples it costs. */
+/* Why a snapshot is not decoded (tr_snap.why): _(ID, what the log says), one table for
+ * the enum and for tr_refusal_name. */
+#define TR_REFUSALDEF(_)                                                          \
+	_(NONE, "decoded")                                                        \
+	_(MAP, "its map runs past the trace")                                     \
+	_(POLY, "an inlined function is not a constant") /* a polymorphic call */ \
+	_(LINK, "an inlined frame's link is not a constant")                      \
+	_(DEPTH, "too many inlined frames")                                       \
+	_(FUNC, "an inlined function could not be read")                          \
+	_(BRANCH, "a branch's two sides lie on different lines")                  \
+	_(BC, "its prototype's bytecode could not be read")
+
 enum tr_refusal {
-	TR_REF_NONE,
-	TR_REF_MAP,      /* its map runs past the trace's copy */
-	TR_REF_POLY,     /* an inlined frame's function is not a constant (polymorphic call) */
-	TR_REF_LINK,     /* an inlined frame's link is not a constant */
-	TR_REF_DEPTH,    /* more inlined frames than a snapshot keeps */
-	TR_REF_FUNC,     /* an inlined function could not be read */
-	TR_REF_BRANCH,   /* a control instruction's two branches lie on different lines */
-	TR_REF_BC,       /* the bytecode of its prototype could not be read */
+#define TR_REFUSAL_ENUM(id, text) TR_REF_##id,
+	TR_REFUSALDEF(TR_REFUSAL_ENUM)
+#undef TR_REFUSAL_ENUM
 	TR_REF__MAX
 };
 
@@ -176,7 +182,7 @@ struct tr_dec {
 	const struct nupp_smp_trace_fn *fns;
 	__u32 nfn;
 	/* Its returns below the start frame (IR_RETF, in IR order) and its IR_LOOP. */
-	struct {
+	struct tr_retf {
 		__u32 ref;
 		__u64 pt, pc;
 	} retf[TR_MAX_RETF];
