@@ -19,16 +19,20 @@
 
 /* -- Snapshot entries ----------------------------------------------------------- */
 
+/* IR instruction ref in the copy (d->nk <= ref < d->nins: the caller checks). */
+static const unsigned char *tr_ir(const struct nupp_traces *t, const struct tr_dec *d, __u32 ref)
+{
+	return d->irbuf + (size_t)(ref - d->nk) * t->lo.ir_size;
+}
+
 /* The opcode and 64-bit payload of IR constant ref (ir_kgc/ir_knum use ir[ref+1],
  * lj_ir.h:586-592), from the copy; 0 or -EINVAL. */
 static int tr_irconst(struct nupp_traces *t, const struct tr_dec *d, __u32 ref, __u8 *op, __u64 *val)
 {
-	const struct nupp_lj_layout *lo = &t->lo;
-
 	if (ref < d->nk || ref + 1 >= d->nins)
 		return -EINVAL;
-	*op = d->irbuf[(size_t)(ref - d->nk) * lo->ir_size + lo->ir_o];
-	memcpy(val, d->irbuf + (size_t)(ref + 1 - d->nk) * lo->ir_size, 8);
+	*op = tr_ir(t, d, ref)[t->lo.ir_o];
+	memcpy(val, tr_ir(t, d, ref + 1), 8);
 	return 0;
 }
 
@@ -100,8 +104,9 @@ static void tr_decode_snap(struct nupp_traces *t, struct tr_dec *d, __u32 mapofs
 			continue;
 		/* A frame whose function is not a constant (a polymorphic call site) or whose
 		 * link is not known: not decoded, never guessed. */
-		sn->why = isk[s - lo->fr2] != 1 ? TR_REF_POLY : isk[s] != 2 ? TR_REF_LINK : TR_REF_DEPTH;
-		if (isk[s - lo->fr2] != 1 || isk[s] != 2 || sn->nfr >= TR_MAX_INL)
+		sn->why = isk[s - lo->fr2] != 1 ? TR_REF_POLY : isk[s] != 2 ? TR_REF_LINK
+			: sn->nfr >= TR_MAX_INL ? TR_REF_DEPTH : TR_REF_NONE;
+		if (sn->why != TR_REF_NONE)
 			return;
 		fr = &sn->fr[sn->nfr++];
 		sn->why = TR_REF_FUNC;
@@ -304,7 +309,7 @@ static int tr_snap_comp(struct nupp_traces *t, const struct tr_dec *d, const str
 {
 	if (sn->ref < d->nk || sn->ref >= d->nins)
 		return 0;
-	return d->irbuf[(size_t)(sn->ref - d->nk) * t->lo.ir_size + t->lo.ir_o] <= IR_NE;
+	return tr_ir(t, d, sn->ref)[t->lo.ir_o] <= IR_NE;
 }
 
 /* The snapshot's PC is where the interpreter resumes if a guard of its code fails. That
@@ -404,7 +409,7 @@ static void tr_retf_scan(struct nupp_traces *t, struct tr_dec *d)
 
 		if (ref < d->nk)
 			continue;
-		ins = d->irbuf + (size_t)(ref - d->nk) * lo->ir_size;
+		ins = tr_ir(t, d, ref);
 		if (ins[lo->ir_o] == IR_LOOP && !d->loopref) {
 			d->loopref = ref;
 		} else if (ins[lo->ir_o] == IR_RETF) {
