@@ -78,17 +78,21 @@ struct {
 /* A per-CPU map's value is at most 32 KB (the kernel's PCPU_MIN_UNIT_SIZE). */
 _Static_assert(sizeof(struct smp_scratch) <= 32768, "the per-CPU scratch must fit a per-CPU value");
 
-/* Stacks sent (by hash: a mark; the stacks go on stk_ring) and host samples (by IP) of
- * both buffers, counts of each buffer in a map of its own (counts0, counts1:
- * userspace takes a whole map, walking its buckets once; two maps named in two branches,
- * not a map of maps, whose slots the kernel fills with an RCU grace period each): every
- * key carries its buffer (NUPP_SMP_*_BUF). */
+/* Stacks sent (a mark of each in a direct-mapped array, nupp_smp_stack_slot; the stacks
+ * go on stk_ring) and host samples (by IP) of both buffers, counts of each buffer in a map
+ * of its own (counts0, counts1: userspace takes a whole map, walking its buckets once; two
+ * maps named in two branches, not a map of maps, whose slots the kernel fills with an RCU
+ * grace period each): every key carries its buffer (NUPP_SMP_*_BUF). */
 struct {
-	__uint(type, BPF_MAP_TYPE_HASH);
-	__uint(max_entries, 16384);
-	__type(key, __u64);
-	__type(value, __u32); /* NUPP_SMP_STACK_SENT */
+	__uint(type, BPF_MAP_TYPE_ARRAY);
+	__uint(map_flags, BPF_F_MMAPABLE);
+	__uint(max_entries, 2 * 32768); /* set at load: 2 x stk_slots */
+	__type(key, __u32);
+	__type(value, __u64); /* the key of the stack sent, 0: none (nupp_smp_stack_slot) */
 } stacks SEC(".maps");
+
+/* Slots of the stacks map per buffer (nupp_smp_stack_slots), set at load. */
+const volatile __u32 stk_slots = 32768;
 
 /* The stacks themselves (struct nupp_smp_stack_rec, up to their depth), sent once per
  * buffer: a copy of the frames used, not of a value as large as the deepest stack, and

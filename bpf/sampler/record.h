@@ -52,31 +52,49 @@ static __always_inline int smp_stack_send(struct nupp_walk *w)
 	return bpf_ringbuf_output(&stk_ring, &w->st_key, size, BPF_RB_NO_WAKEUP) ? -1 : 0;
 }
 
-/* Counts a sample of the stack of walk w under key in cm, its buffer's counts map: 0, -1
- * when a map is full, -2 when the stack ring is. */
+/* Counts a sample of the stack of walk w under key in cm, its buffer's counts map: 0, 1
+ * when it sent the stack (new in this buffer), -1 when a map is full, -2 when the stack
+ * ring is. */
 static __always_inline int smp_count(void *cm, struct nupp_smp_count_key *key, struct nupp_walk *w, __u32 state,
 				     struct smp_wstat *ws)
 {
 	struct nupp_smp_count *c = bpf_map_lookup_elem(cm, key), init = {};
-	__u32 sent = NUPP_SMP_STACK_SENT;
-	int err;
+	__u64 t0 = 0, t1 = 0, *mark, was;
+	__u32 slot;
+	int isnew = 0, marked;
 
 	if (!c) {
-		err = bpf_map_update_elem(&stacks, &key->stack, &sent, BPF_NOEXIST);
-		if (err && err != -17 /* EEXIST: sent before */)
+		slot = nupp_smp_stack_slot(key->stack, stk_slots);
+		mark = bpf_map_lookup_elem(&stacks, &slot);
+		if (!mark)
 			return -1;
-		if (!err) {
+		if (time_stats)
+			t0 = bpf_ktime_get_ns();
+		was = *(volatile __u64 *)mark;
+		if (was != key->stack || !key->stack) {
 			/* Sent before its first count (both within this sample, which a drain
 			 * waits for): a buffer's counts never name a stack userspace cannot
-			 * have. Not sent: not marked sent either (another CPU's sample of it
-			 * in between is counted, and lost unnamed at the drain). */
+			 * have. Marked, unless another CPU's sample took the slot meanwhile
+			 * (sent all the same: userspace keeps one copy). */
+			marked = __sync_val_compare_and_swap(mark, was, key->stack) == was;
 			w->st_key = key->stack;
+			if (time_stats)
+				t1 = bpf_ktime_get_ns();
 			if (smp_stack_send(w)) {
-				bpf_map_delete_elem(&stacks, &key->stack);
+				/* Not sent: not marked either (another CPU's sample of it in
+				 * between is counted, and lost unnamed at the drain). */
+				if (marked)
+					__sync_val_compare_and_swap(mark, key->stack, 0);
 				return -2;
 			}
-			if (ws)
+			isnew = 1;
+			if (ws) {
 				ws->v[NUPP_SMP_WS_NEWSTACK]++;
+				if (time_stats) {
+					ws->v[NUPP_SMP_WS_MARK_NS] += t1 - t0;
+					ws->v[NUPP_SMP_WS_RING_NS] += bpf_ktime_get_ns() - t1;
+				}
+			}
 		}
 		/* A new count is created holding this sample: no lookup after. EEXIST (a
 		 * racing CPU created it) adds to it below; a full map fails the lookup. */
@@ -85,7 +103,7 @@ static __always_inline int smp_count(void *cm, struct nupp_smp_count_key *key, s
 		if (bpf_map_update_elem(cm, key, &init, BPF_NOEXIST) == 0) {
 			if (ws)
 				ws->v[NUPP_SMP_WS_NEWCOUNT]++;
-			return 0;
+			return isnew;
 		}
 		c = bpf_map_lookup_elem(cm, key);
 		if (!c)
@@ -93,7 +111,7 @@ static __always_inline int smp_count(void *cm, struct nupp_smp_count_key *key, s
 	}
 	if (state < NUPP_SMP_NSTATES)
 		__sync_fetch_and_add(&c->n[state], 1);
-	return 0;
+	return isnew;
 }
 
 /* One sample of a target's thread, counted into buffer buf: its Lua stack when it runs a
@@ -215,16 +233,24 @@ static __always_inline int smp_sample(struct nupp_smp_proc *p, __u32 tgid, __u32
 	}
 	state = nupp_walk_state(&s->lo, vmstate);
 	/* A counted stack was sent before its count was created: one lookup in the common
-	 * case. A new one is marked sent first, with BPF_NOEXIST: a stack sent already
-	 * (another thread's or zone's count, another CPU) fails at once, so it is not looked
-	 * up before (a count not found is nearly always a new stack). Each buffer has its
-	 * stacks sent for its counts (userspace empties both maps of a buffer together). */
+	 * case. A new one has its mark read (a stack sent already: another thread's or zone's
+	 * count, another CPU's), then set and the stack sent. Each buffer has its stacks sent
+	 * for its counts (userspace empties both maps of a buffer together). */
+	if (time_stats)
+		t0 = bpf_ktime_get_ns();
 	err = (buf & 1) ? smp_count(&counts1, &key, &s->w, state, ws) : smp_count(&counts0, &key, &s->w, state, ws);
-	if (err)
+	if (err < 0)
 		return smp_lose(buf, err == -2 ? NUPP_SMP_LOST_RING_FULL : NUPP_SMP_LOST_MAP_FULL);
 	if (time_stats && ws) {
-		ws->v[NUPP_SMP_WS_STORE_NS] += bpf_ktime_get_ns() - t1;
+		__u64 now = bpf_ktime_get_ns();
+
+		ws->v[NUPP_SMP_WS_STORE_NS] += now - t1;
+		ws->v[NUPP_SMP_WS_COUNT_NS] += now - t0;
 		ws->v[NUPP_SMP_WS_TIMED]++;
+		if (err) {
+			ws->v[NUPP_SMP_WS_NEW_NS] += now - t0;
+			ws->v[NUPP_SMP_WS_NEW_TIMED]++;
+		}
 	}
 	return 0;
 }

@@ -28,6 +28,31 @@
 #define NUPP_SMP_TGID_BUF 0x80000000u
 #define NUPP_SMP_STACK_BUF (1ull << 63)
 
+/* The marks of the stacks BPF sent (the stacks map): a direct-mapped array of stack keys,
+ * half a buffer's, of slots per half (a power of two, nupp_smp_stack_slots); 0 marks
+ * none. A stack whose slot holds another stack's is sent again when it is met again, and
+ * userspace keeps the first copy: a mark costs a write, not an allocation, and a collision
+ * costs a send. */
+#define NUPP_SMP_STK_SLOTS_MAX (1u << 22)
+
+/* Slots per half for max_stacks stacks a buffer: twice as many, a power of two. */
+static inline __u32 nupp_smp_stack_slots(__u32 max_stacks)
+{
+	__u32 n = 64;
+
+	while (n < NUPP_SMP_STK_SLOTS_MAX && n < 2ull * max_stacks)
+		n *= 2;
+	return n;
+}
+
+/* The slot of stack key k (its buffer in its top bit) among 2 x slots. */
+static inline __attribute__((always_inline)) __u32 nupp_smp_stack_slot(__u64 k, __u32 slots)
+{
+	__u32 i = (__u32)((k * 0x9e3779b97f4a7c15ull) >> 32) & (slots - 1);
+
+	return (k & NUPP_SMP_STACK_BUF) ? slots + i : i;
+}
+
 /* Indexes of the lost counters: those of enum nupp_lost (nupp/lost.h). */
 #define NUPP_SMP_LOST_NO_VM NUPP_LOST_NO_VM
 #define NUPP_SMP_LOST_READ_FAULT NUPP_LOST_READ_FAULT
@@ -110,13 +135,12 @@ struct nupp_smp_stack {
 	(sizeof(struct nupp_smp_stack) - sizeof(struct nupp_smp_frame) * (NUPP_SMP_MAX_DEPTH - (depth)))
 
 /* A stack sent on the sampler's stack ring (stk_ring) when a buffer first counts it: its
- * key in the stacks map (with the buffer bit), then the stack up to its depth. The stacks
- * map holds only that the stack was sent (a NUPP_SMP_STACK_SENT value). */
+ * key (with the buffer bit), then the stack up to its depth. The stacks map holds only the
+ * key, in the stack's slot, as a mark that it was sent. */
 struct nupp_smp_stack_rec {
 	__u64 key;
 	struct nupp_smp_stack st;
 };
-#define NUPP_SMP_STACK_SENT 1u
 
 /* A CPU's in-flight marker (odd while a sample runs there), one cache line each. */
 struct nupp_smp_inflight {
@@ -368,6 +392,15 @@ enum nupp_smp_wstat {
 	NUPP_SMP_WS_STOLEN,    /* samples of a target dropped as time the hypervisor took */
 	NUPP_SMP_WS_COPY_NS,   /* of STORE_NS: copying traces met for the first time (timed samples) */
 	NUPP_SMP_WS_FNHITS,    /* functions whose facts came from the frame cache (not read) */
+	/* Of STORE_NS: counting the stack (its mark, its send when new, its count), and
+	 * timed samples that sent a new stack with their part of it: what a new stack costs
+	 * beside a known one in one run, trace copies apart. */
+	NUPP_SMP_WS_COUNT_NS,
+	NUPP_SMP_WS_NEW_TIMED,
+	NUPP_SMP_WS_NEW_NS,
+	/* Of NEW_NS: marking the stack sent (the stacks map), and sending it (the ring). */
+	NUPP_SMP_WS_MARK_NS,
+	NUPP_SMP_WS_RING_NS,
 	NUPP_SMP_WS_N
 };
 

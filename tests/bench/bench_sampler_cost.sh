@@ -25,9 +25,11 @@
 # free generations read (entries filled before the process's last prototype free), "stale"
 # entries refused by a prototype free, "reads" and "KB" target memory read, "new%"
 # samples that stored a new stack. TIMES=1 (environment) also times, in separate runs
-# (the sampler then reads the clock 3 times a sample), the walk ("walk ns") and the store
+# (the sampler then reads the clock 4 to 6 times a sample), the walk ("walk ns") and the store
 # of the stack and its count ("store ns"; of it, "copy ns": copying the traces samples meet
-# for the first time), medians of the runs.
+# for the first time), medians of the runs; and in the same runs the count (the store
+# less trace copies) of a sample whose stack was new in its buffer ("new ns") beside one
+# whose stack was known ("known"), and of a new one's: its mark in the stacks map ("mark") and its send on the ring ("ring").
 # WARM (environment, seconds, default 0): the target runs WARM + SECONDS, and the costs and
 # counters of the sampler runs (not the CLI's) are those after the first WARM seconds:
 # the frame cache warm (a cold cache fills each function's entry once per CPU; "many"
@@ -103,7 +105,7 @@ echo "sampler cost per sample, $FREQ Hz, ${SECS} s per run (after ${WARM} s of w
 printf '%-6s %-8s %5s %8s %9s %6s %8s %12s %13s %11s' mode shape depth samples "at depth" lost frees/s "ns/sample" \
   "(min-max)" "cli ns/run"
 printf ' %4s %5s %5s %5s %5s %5s %4s' hit% looks pgen stale reads KB new%
-[ "${TIMES:-0}" = 1 ] && printf ' %7s %8s %7s' "walk ns" "store ns" "copy ns"
+[ "${TIMES:-0}" = 1 ] && printf ' %7s %8s %7s %7s %7s %7s %7s' "walk ns" "store ns" "copy ns" "new ns" "known" "mark" "ring"
 [ -n "$BASE" ] && printf ' %10s %6s' "base ns" ratio
 echo
 for mode in interp jit; do
@@ -136,7 +138,16 @@ for mode in interp jit; do
         # Per timed sample, median of the runs: the walk, the store (and of it the trace copies).
         per() { awk -v k="$1" '{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}
           print v[k] / (v["ws_timed"] ? v["ws_timed"] : 1)}' "$TMP/truns" | stats | cut -d' ' -f1; }
-        times="$(per ws_walk_ns) $(per ws_store_ns) $(per ws_copy_ns)"
+        # The count of a sample that sent a new stack and of one whose stack was known (the
+        # store less trace copies), in the same runs (- when a run has none of one kind),
+        # and of a new one's: the mark (the stacks map) and the send (the stack ring).
+        pair() { awk -v num="$1" -v den="$2" -v sub_num="${3:-}" -v sub_den="${4:-}" '
+          {for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}
+           d = v[den] - (sub_den != "" ? v[sub_den] : 0); n = v[num] - (sub_num != "" ? v[sub_num] : 0)
+           if (d > 0) print n / d}' "$TMP/truns" | stats | cut -d' ' -f1; }
+        newns=$(pair ws_new_ns ws_new_timed); oldns=$(pair ws_count_ns ws_timed ws_new_ns ws_new_timed)
+        markns=$(pair ws_mark_ns ws_new_timed); ringns=$(pair ws_ring_ns ws_new_timed)
+        times="$(per ws_walk_ns) $(per ws_store_ns) $(per ws_copy_ns) ${newns:--} ${oldns:--} ${markns:--} ${ringns:--}"
       fi
       "$NUPP" -v record -F "$FREQ" -o "$TMP/p.json" -- "$LUAJIT" "$WL" "$d" "$SECS" "$mode" "$shape" \
         >/dev/null 2>"$TMP/cli" || true
@@ -146,7 +157,7 @@ for mode in interp jit; do
         "${cli:-?}"
       # shellcheck disable=SC2086
       printf ' %4s %5s %5s %5s %5s %5s %4s' $ws
-      [ -n "$times" ] && printf ' %7s %8s %7s' $times
+      [ -n "$times" ] && printf ' %7s %8s %7s %7s %7s %7s %7s' $times
       if [ -n "$BASE" ]; then
         # Median of the per-run ratios (each run: both programs on the same samples' time).
         ratio=$(awk '{for (i = 1; i <= NF; i++) {split($i, kv, "="); v[kv[1]] = kv[2]}

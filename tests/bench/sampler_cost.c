@@ -190,6 +190,7 @@ int main(int argc, char **argv)
 	static const char *const ws_name[NUPP_SMP_WS_N] = {
 		"samples", "walks", "frames", "hits", "fills", "looks", "stale", "pgreads", "reads",
 		"rbytes", "rwin", "rcode", "rfn", "newstack", "newcount", "walk_ns", "store_ns", "timed", "stolen", "copy_ns", "fnhits",
+		"count_ns", "new_timed", "new_ns", "mark_ns", "ring_ns",
 	};
 	__u64 wsum[NUPP_SMP_WS_N] = { 0 }, wsum0[NUPP_SMP_WS_N] = { 0 }, cnt0 = 0, ns0 = 0, bcnt0 = 0, bns0 = 0;
 	__u64 frees = 0;
@@ -255,9 +256,9 @@ int main(int argc, char **argv)
 		ncpu = libbpf_num_possible_cpus();
 		skel->rodata->fc_ncpu = (__u32)(ncpu < NUPP_SMP_MAX_CPUS ? ncpu : NUPP_SMP_MAX_CPUS);
 		cost_size_caches(skel->obj, skel->rodata->fc_ncpu);
-		/* Stacks allocated as they are stored, as user/core/sampler.c makes the map (the base
-		 * build's sampler keeps its own flags). */
-		bpf_map__set_map_flags(skel->maps.stacks, bpf_map__map_flags(skel->maps.stacks) | BPF_F_NO_PREALLOC);
+		/* The stack marks as user/core/sampler.c sizes them for its default max_stacks. */
+		skel->rodata->stk_slots = nupp_smp_stack_slots(16384);
+		bpf_map__set_max_entries(skel->maps.stacks, NUPP_SMP_NBUF * skel->rodata->stk_slots);
 	}
 	/* The stacks of the whole run stay in the stack ring (read at the end). */
 	if (skel && (bpf_map__set_max_entries(skel->maps.stk_ring, 64u << 20) || sampler_bpf__load(skel))) {

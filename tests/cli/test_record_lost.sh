@@ -3,7 +3,9 @@
 # distinct stacks, each run 2 ms in turn, against a counts map of 64 stacks (--max-stacks
 # 64) lose samples as mapFull; the summary says so with its remedy, and every sample of
 # the run is either a stack or counted lost (the program's CPU time at 997 Hz). The same
-# run with the default map loses none to it and warns of nothing.
+# run with the default map loses none to it and warns of nothing. In both, every stack is
+# one the program runs and none is lost unnamed (symbolize): with 64 stacks, 300 stacks
+# share the 128 slots of a buffer's marks, so they are sent again and again.
 . "$(dirname "$0")/../support/lib.sh"
 need_root
 cat >"$TMP/many.lua" <<'LUA'
@@ -23,6 +25,15 @@ cpu = float(re.search(r"cpu ([0-9.]+)", open(sys.argv[2]).read()).group(1))
 m = d["meta"]
 lost = sum(m["lost"].values())
 assert abs((m["samples"] + lost) - 997 * cpu) <= 0.05 * 997 * cpu, (m["samples"], lost, cpu)
+assert m["lost"]["symbolize"] == 0, m["lost"]
+# The call graph: the main chunk calls f1..f300 (each calls os.clock) and, first,
+# loadstring; host code and the loading of the VM besides.
+main = ["pmain", "many.lua:0"]
+for s in d["samples"]:
+    f = s["stack"].split(";")
+    assert f[0] == "[host]" or f == ["pmain"] or f[:2] == main and (
+        len(f) == 2 or len(f) == 3 and f[2] in ("loadstring", "os.clock") or
+        re.fullmatch(r"f([1-9][0-9]?|[12][0-9][0-9]|300):0", f[2]) and (len(f) == 3 or f[3:] == ["os.clock"])), s
 print(m["lost"]["mapFull"], m["samples"], lost)
 PY
 }

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <unistd.h>
 #include <linux/perf_event.h>
+#include <sys/mman.h>
 #include <sys/syscall.h>
 #include <bpf/bpf.h>
 #include <bpf/libbpf.h>
@@ -139,17 +140,16 @@ struct nupp_sampler *nupp_smp_open(const struct nupp_sampler_opts *opts, int fol
 	 * caller, as it would be in a stack that is not cut. */
 	s->skel->rodata->max_depth = smp_walk_depth(s);
 	{
-		struct bpf_map *maps[] = { s->skel->maps.stacks, s->skel->maps.hosts };
 		struct bpf_map *cmaps[] = { s->skel->maps.counts0, s->skel->maps.counts1 };
 
 		/* Room for max_stacks in each buffer. */
-		for (i = 0; i < (int)NUPP_ARRAY_SIZE(maps); i++)
-			bpf_map__set_max_entries(maps[i], NUPP_SMP_NBUF * max_stacks);
+		bpf_map__set_max_entries(s->skel->maps.hosts, NUPP_SMP_NBUF * max_stacks);
 		for (i = 0; i < (int)NUPP_ARRAY_SIZE(cmaps); i++)
 			bpf_map__set_max_entries(cmaps[i], max_stacks);
-		/* The marks of stacks sent are allocated as they are made (preallocating 2 x
-		 * max_stacks of them costs every start, for stacks most runs never meet). */
-		bpf_map__set_map_flags(s->skel->maps.stacks, bpf_map__map_flags(s->skel->maps.stacks) | BPF_F_NO_PREALLOC);
+		/* The marks of the stacks sent: a slot costs 8 bytes, a mark no allocation. */
+		s->stk_slots = nupp_smp_stack_slots(max_stacks);
+		s->skel->rodata->stk_slots = s->stk_slots;
+		bpf_map__set_max_entries(s->skel->maps.stacks, NUPP_SMP_NBUF * s->stk_slots);
 		bpf_map__set_max_entries(s->skel->maps.stk_ring, smp_stk_ring_size(s));
 	}
 	e = smp_size_fcache(s->skel);
@@ -168,6 +168,14 @@ struct nupp_sampler *nupp_smp_open(const struct nupp_sampler_opts *opts, int fol
 		nupp_fail(e, "cannot load the sampler BPF programs: %s (CAP_BPF and CAP_PERFMON are required; "
 			  "run with sudo; the kernel needs BTF and bpf_loop, 5.17+)",
 			  strerror(-e));
+		goto fail;
+	}
+	/* The marks, read and cleared where they are (sampler_stacks.c). */
+	s->marks_len = (size_t)NUPP_SMP_NBUF * s->stk_slots * sizeof(*s->marks);
+	s->marks = mmap(NULL, s->marks_len, PROT_READ | PROT_WRITE, MAP_SHARED, bpf_map__fd(s->skel->maps.stacks), 0);
+	if (s->marks == MAP_FAILED) {
+		s->marks = NULL;
+		e = nupp_fail(-errno, "cannot map the sampler's stack marks: %s", strerror(errno));
 		goto fail;
 	}
 	s->ncpu = smp_online_cpus(cpus, SMP_MAX_CPUS);
@@ -243,10 +251,12 @@ void nupp_sampler_close(struct nupp_sampler *s)
 	ring_buffer__free(s->rb);
 	ring_buffer__free(s->stk_rb);
 	if (s->stk_nb) {
-		smp_stk_evict(s, -1, 0, true);
-		smp_stk_evict(s, -1, 1, true);
+		smp_stk_evict(s, 0, true, false);
+		smp_stk_evict(s, 1, true, false);
 	}
 	free(s->stk);
+	if (s->marks)
+		munmap(s->marks, s->marks_len);
 	for (i = 0; i < s->ntargets; i++) {
 		nupp_sym_free(s->targets[i].sym);
 		nupp_addrmap_free(s->targets[i].amap);

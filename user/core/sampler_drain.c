@@ -185,18 +185,10 @@ static bool smp_host_of(const void *key, int buf)
 	return ((const struct nupp_smp_host_key *)key)->buf == (__u32)buf;
 }
 
-static bool smp_stack_of(const void *key, int buf)
-{
-	__u64 h;
-
-	memcpy(&h, key, 8);
-	return !!(h & NUPP_SMP_STACK_BUF) == !!buf;
-}
-
 /* Reads the BPF counts, names every frame and adds them to out. */
 int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 {
-	int ncpu = libbpf_num_possible_cpus(), lfd = bpf_map__fd(s->skel->maps.lost), old, cfd, sfd, hfd;
+	int ncpu = libbpf_num_possible_cpus(), lfd = bpf_map__fd(s->skel->maps.lost), old, cfd, hfd;
 	struct nupp_smp_count_key *keys = NULL;
 	struct nupp_smp_count *cvals = NULL;
 	struct nupp_smp_host_key *hkeys = NULL;
@@ -246,7 +238,6 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	 * is in flight now): held from here on. */
 	ring_buffer__consume(s->stk_rb);
 	cfd = bpf_map__fd(old ? s->skel->maps.counts1 : s->skel->maps.counts0);
-	sfd = bpf_map__fd(s->skel->maps.stacks);
 	hfd = bpf_map__fd(s->skel->maps.hosts);
 	nkeys = smp_take_batch(cfd, sizeof(*keys), sizeof(*cvals), NULL, old, (void **)&keys, (void **)&cvals);
 	if (nkeys == -ENOTSUP)
@@ -337,13 +328,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 	}
 	/* A stack stored without its count (the counts map was full) would stay: swept. */
 	if (full) {
-		__u64 *sk = NULL;
-		void *sv = NULL;
-
-		if (smp_take(sfd, sizeof(__u64), sizeof(__u32), smp_stack_of, old, (void **)&sk, &sv) >= 0) {
-			free(sk);
-			free(sv);
-		}
+		smp_stk_unmark_all(s, old);
 		swept = true;
 	}
 	/* Where the named Lua frames' functions are defined goes to out's frame table. */
@@ -370,10 +355,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		goto out;
 	/* Stacks of this buffer it has not counted for a while (or, crowded, the oldest),
 	 * once the rows, which point at the records counted in this drain, are named. */
-	if (swept)
-		smp_stk_evict(s, -1, old, true); /* none of them is in the map any more */
-	else
-		smp_stk_evict(s, sfd, old, false);
+	smp_stk_evict(s, old, swept, !swept); /* swept: none of them is marked any more */
 	/* Where walks failed (mode, walker source line), for -v diagnosis: read when walks
 	 * failed, at most every SMP_WHERE_US (the counters add up meanwhile). */
 	s->where_due |= walk != 0;

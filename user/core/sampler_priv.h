@@ -91,13 +91,17 @@ struct nupp_sampler {
 	size_t stk_nb, stk_n[NUPP_SMP_NBUF];
 	struct smp_stk *stk_old[NUPP_SMP_NBUF], *stk_new[NUPP_SMP_NBUF];
 	__u64 drains;
+	/* The stacks map, mapped: the marks of the stacks sent, stk_slots a buffer. */
+	__u64 *marks;
+	size_t marks_len;
+	__u32 stk_slots;
 };
 
 /* A stack BPF sent for a buffer (the stack ring), held by userspace while the stacks map
  * keeps its mark for the samples of that buffer that count it again: a drain deletes
  * marks (and lets go of the stacks) only of stacks its buffer has not counted for
  * SMP_STK_IDLE drains of it, and, when the buffer holds more than half its room, of the
- * least recently counted down to three eighths. A mark is deleted only while its buffer
+ * least recently counted down to three eighths. A mark is cleared only while its buffer
  * is being drained, when no count of that buffer refers to it: a sample that needs the
  * stack again sends it again before counting it. */
 struct smp_stk {
@@ -180,9 +184,12 @@ struct smp_stk *smp_stk_add(struct nupp_sampler *s, __u64 k, const struct nupp_s
 void smp_stk_give_name(struct smp_stk *c, char *name, __u32 tgid, bool cut, unsigned long long table);
 /* Keeps a copy of name as c's (a failed copy only costs the name). */
 void smp_stk_name(struct smp_stk *c, const char *name, __u32 tgid, bool cut, unsigned long long table);
-/* Lets go of buffer buf's idle (all: every one) stacks, deleting their marks from the
- * stacks map sfd (-1: none). */
-void smp_stk_evict(struct nupp_sampler *s, int sfd, int buf, bool all);
+/* Lets go of buffer buf's idle (all: every one) stacks, clearing their marks (unmark). */
+void smp_stk_evict(struct nupp_sampler *s, int buf, bool all, bool unmark);
+/* Clears the mark of stack key k (unless another stack's holds its slot). */
+void smp_stk_unmark(struct nupp_sampler *s, __u64 k);
+/* Clears every mark of buffer buf, which nothing writes now. */
+void smp_stk_unmark_all(struct nupp_sampler *s, int buf);
 
 /* -- The drain (sampler_drain.c) ----------------------------------------------------- */
 

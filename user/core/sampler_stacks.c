@@ -1,7 +1,7 @@
 /* The stacks the sampler sent, held in userspace (struct smp_stk): read from the stack
  * ring, found by key, kept in each buffer's list by the drain that last counted them,
- * given the names drains made, and let go of (their marks deleted from the stacks map)
- * when idle or crowded. Names no stack (sampler_name.c) and reads no count (sampler_drain.c). */
+ * given the names drains made, and let go of (their marks cleared in the stacks map) when
+ * idle or crowded. Names no stack (sampler_name.c) and reads no count (sampler_drain.c). */
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
@@ -18,9 +18,27 @@
  * 4,000 stacks in 10 s, of which a window of 16 drains at 200 ms deleted most). */
 #define SMP_STK_IDLE 60
 
+/* Clears the mark of stack key k, unless another stack's took its slot since. */
+void smp_stk_unmark(struct nupp_sampler *s, __u64 k)
+{
+	__u64 was = k;
+
+	if (s->marks)
+		__atomic_compare_exchange_n(&s->marks[nupp_smp_stack_slot(k, s->stk_slots)], &was, 0, false,
+					    __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
+}
+
+/* Clears every mark of buffer buf, which nothing writes now. */
+void smp_stk_unmark_all(struct nupp_sampler *s, int buf)
+{
+	if (s->marks)
+		memset(&s->marks[buf ? s->stk_slots : 0], 0, (size_t)s->stk_slots * sizeof(*s->marks));
+}
+
 /* A stack the sampler sent (struct nupp_smp_stack_rec, up to its depth): held for its key
- * (a drain finds it there when it counts it), unless held already. One that cannot be
- * held (malformed, or out of memory) has its mark deleted, so that BPF sends it again. */
+ * (a drain finds it there when it counts it), unless held already (sent again: its slot
+ * was another stack's). One that cannot be held (malformed, or out of memory) has its
+ * mark cleared, so that BPF sends it again. */
 int smp_on_stack(void *ctx, void *data, size_t size)
 {
 	struct nupp_sampler *s = ctx;
@@ -34,7 +52,7 @@ int smp_on_stack(void *ctx, void *data, size_t size)
 	if (r->st.depth > smp_walk_depth(s) || hdr + (size_t)r->st.depth * sizeof(r->st.frames[0]) > size ||
 	    !smp_stk_add(s, r->key, &r->st, NUPP_SMP_STACK_SIZE(r->st.depth))) {
 		s->stk_lost++;
-		bpf_map_delete_elem(bpf_map__fd(s->skel->maps.stacks), &r->key);
+		smp_stk_unmark(s, r->key);
 	}
 	return 0;
 }
@@ -152,25 +170,18 @@ struct smp_stk *smp_stk_add(struct nupp_sampler *s, __u64 k, const struct nupp_s
 
 /* Lets go of buffer buf's stacks not counted for SMP_STK_IDLE of its drains (all: every
  * one; crowded past half the room: the least recently counted down to three eighths of
- * it, a few each drain rather than most at once), deleting them from the stacks map
- * (sfd >= 0), in batches. The oldest come first in the buffer's list: the walk stops at
- * the first stack to keep. */
-void smp_stk_evict(struct nupp_sampler *s, int sfd, int buf, bool all)
+ * it, a few each drain rather than most at once), clearing their marks (unmark; none
+ * other writes the buffer's marks while it is drained). The oldest come first in the
+ * buffer's list: the walk stops at the first stack to keep. */
+void smp_stk_evict(struct nupp_sampler *s, int buf, bool all, bool unmark)
 {
-	__u64 *del = NULL, idle = 2 * SMP_STK_IDLE;
-	size_t n = 0, cap = 0, keep = s->stk_n[buf] > s->opts.max_stacks / 2 ? s->opts.max_stacks / 8 * 3 : SIZE_MAX;
+	__u64 idle = 2 * SMP_STK_IDLE;
+	size_t keep = s->stk_n[buf] > s->opts.max_stacks / 2 ? s->opts.max_stacks / 8 * 3 : SIZE_MAX;
 	struct smp_stk **pp, *c;
 
 	while ((c = s->stk_old[buf]) && (all || c->used + idle < s->drains || s->stk_n[buf] > keep)) {
-		if (sfd >= 0 && n == cap) {
-			__u64 *nd = realloc(del, (cap = cap ? 2 * cap : 256) * sizeof(*del));
-
-			if (!nd)
-				break; /* the rest are deleted at a later drain */
-			del = nd;
-		}
-		if (sfd >= 0)
-			del[n++] = c->key;
+		if (unmark)
+			smp_stk_unmark(s, c->key);
 		smp_stk_unlist(s, c);
 		for (pp = &s->stk[smp_stk_bucket(c->key, s->stk_nb)]; *pp != c; pp = &(*pp)->next)
 			;
@@ -180,8 +191,4 @@ void smp_stk_evict(struct nupp_sampler *s, int sfd, int buf, bool all)
 		free(c->name);
 		free(c);
 	}
-	if (n)
-		smp_delete_keys(sfd, (const char *)del, n, sizeof(*del));
-	free(del);
 }
-
