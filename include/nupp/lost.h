@@ -18,8 +18,10 @@
 	  "nupp-bpf record -v says where walks failed")                                        \
 	_(MAP_FULL, "mapFull", "the kernel's counts map, or the ring that carries new "        \
 	  "stacks, was full", "raise --max-stacks")                                            \
-	_(SYMBOLIZE, "symbolize", "a frame's function was freed before it was named",          \
-	  "profile for longer: a function that lives longer than a drain is named")
+	_(SYMBOLIZE, "symbolize", "a frame could not be named with proof: its function was "   \
+	  "freed before a drain named it, a trace snapshot was not decoded, or the stack's "   \
+	  "record was lost", "profile for longer (a function that lives longer than a drain " \
+	  "is named); nupp-bpf record -vv says which trace snapshots were not decoded")
 
 /* Why a sample was not reported as a stack. Every sample not walked is counted. */
 enum nupp_lost {
