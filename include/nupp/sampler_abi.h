@@ -34,6 +34,8 @@
  * userspace keeps the first copy: a mark costs a write, not an allocation, and a collision
  * costs a send. */
 #define NUPP_SMP_STK_SLOTS_MAX (1u << 22)
+/* Distinct stacks a buffer's counts map holds unless told (--max-stacks). */
+#define NUPP_SMP_DEFAULT_STACKS 16384u
 
 /* Slots per half for max_stacks stacks a buffer: twice as many, a power of two. */
 static inline __u32 nupp_smp_stack_slots(__u32 max_stacks)

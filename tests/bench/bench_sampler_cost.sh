@@ -25,11 +25,12 @@
 # free generations read (entries filled before the process's last prototype free), "stale"
 # entries refused by a prototype free, "reads" and "KB" target memory read, "new%"
 # samples that stored a new stack. TIMES=1 (environment) also times, in separate runs
-# (the sampler then reads the clock 4 to 6 times a sample), the walk ("walk ns") and the store
-# of the stack and its count ("store ns"; of it, "copy ns": copying the traces samples meet
-# for the first time), medians of the runs; and in the same runs the count (the store
-# less trace copies) of a sample whose stack was new in its buffer ("new ns") beside one
-# whose stack was known ("known"), and of a new one's: its mark in the stacks map ("mark") and its send on the ring ("ring").
+# (the sampler then reads the clock 4 to 6 times a sample), the walk ("walk ns") and the
+# store of the stack and its count ("store ns"; of it, "copy ns": copying the traces
+# samples meet for the first time), medians of the runs; and in the same runs the count
+# (the store less trace copies) of a sample whose stack was new in its buffer ("new ns")
+# beside one whose stack was known ("known"), and of a new one's: its mark in the stacks
+# map ("mark") and its send on the ring ("ring").
 # WARM (environment, seconds, default 0): the target runs WARM + SECONDS, and the costs and
 # counters of the sampler runs (not the CLI's) are those after the first WARM seconds:
 # the frame cache warm (a cold cache fills each function's entry once per CPU; "many"

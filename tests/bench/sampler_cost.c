@@ -257,7 +257,7 @@ int main(int argc, char **argv)
 		skel->rodata->fc_ncpu = (__u32)(ncpu < NUPP_SMP_MAX_CPUS ? ncpu : NUPP_SMP_MAX_CPUS);
 		cost_size_caches(skel->obj, skel->rodata->fc_ncpu);
 		/* The stack marks as user/core/sampler.c sizes them for its default max_stacks. */
-		skel->rodata->stk_slots = nupp_smp_stack_slots(16384);
+		skel->rodata->stk_slots = nupp_smp_stack_slots(NUPP_SMP_DEFAULT_STACKS);
 		bpf_map__set_max_entries(skel->maps.stacks, NUPP_SMP_NBUF * skel->rodata->stk_slots);
 	}
 	/* The stacks of the whole run stay in the stack ring (read at the end). */

@@ -112,7 +112,7 @@ struct nupp_sampler *nupp_smp_open(const struct nupp_sampler_opts *opts, int fol
 	s->opts.sz = sizeof(s->opts);
 	s->opts.freq_hz = 99;
 	s->opts.depth = NUPP_SMP_DEFAULT_DEPTH;
-	s->opts.max_stacks = 16384;
+	s->opts.max_stacks = NUPP_SMP_DEFAULT_STACKS;
 	if (opts) {
 		if (opts->freq_hz)
 			s->opts.freq_hz = opts->freq_hz;
