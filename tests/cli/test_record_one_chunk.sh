@@ -67,7 +67,9 @@ for s in prof["samples"]:
     if f[0] == "[host]":
         continue
     lua += s["count"]
-    ok = f[:2] == main or f == ["pmain"]
+    # The VM's start, before the script runs: pmain alone, or a library it opens.
+    ok = f[:2] == main or f == ["pmain"] or \
+        (len(f) == 2 and f[0] == "pmain" and f[1].startswith("luaopen_"))
     body = f[2:]
     if f[:2] == main and body and fn(body[0]) is None:
         # The main chunk's own calls: building, loading and running the chunk (onechunk:0
