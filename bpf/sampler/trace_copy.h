@@ -20,7 +20,7 @@ struct smp_trace_buf {
 	__u32 map_ofs, nmap, irk_ofs, nk, nins;
 	__u32 snap_frame, ir_kgc, ir_o, ir_size;
 	__u32 kref, ref_true, irt_is64; /* the constant scan's cursor and bounds */
-	__u8 ir_t, irt_func, irt_type, ir_knull;
+	__u8 ir_t, irt_func, irt_proto, irt_type, ir_knull;
 	__u32 fn_gct, fn_ffid, fn_pc, fn_cf, fn_span;
 	__u32 pt_size, pt_chunkname, pt_firstline, pt_sizebc, pt_sizept;
 	__u8 gct_func, ff_lua, ff_c, fr2;
@@ -173,8 +173,9 @@ static long smp_trace_scan_cb(__u32 j, void *ctx)
 
 /* bpf_loop callback: the trace's next constant from b->kref on, walked as the GC marks
  * them (lj_gc.c gc_traverse_trace: a 64-bit constant but KNULL takes two slots); a KGC
- * of type IRT_FUNC is noted. Every function of the trace's frames is such a constant
- * (the map scan below keeps only KGC constants), and the trace keeps each one alive. */
+ * of type IRT_FUNC or IRT_PROTO is noted. Every function of the trace's frames is such a
+ * constant (the map scan below keeps only KGC constants), or a closure whose prototype a
+ * guard holds, which is; and the trace keeps each one alive. */
 static long smp_trace_kscan_cb(__u32 j, void *ctx)
 {
 	__u32 zero = 0, ofs, ref;
@@ -192,10 +193,10 @@ static long smp_trace_kscan_cb(__u32 j, void *ctx)
 		return 1;
 	o = (__u8)smp_tb_get(b->ev.data, ofs + b->ir_o, NUPP_SMP_TRACE_MAX, 1);
 	t = (__u8)smp_tb_get(b->ev.data, ofs + b->ir_t, NUPP_SMP_TRACE_MAX, 1) & b->irt_type;
-	if (o == b->ir_kgc && t == b->irt_func) {
+	if (o == b->ir_kgc && (t == b->irt_func || t == b->irt_proto)) {
 		fn = smp_tb_get(b->ev.data, ofs + b->ir_size, NUPP_SMP_TRACE_MAX, 8) & b->gcvmask;
 		if (fn)
-			smp_tb_add_fn(fn);
+			smp_tb_add_fn(t == b->irt_proto ? fn | NUPP_SMP_TRACE_FN_PROTO : fn);
 		if (b->ev.nfn > NUPP_SMP_TRACE_FNS)
 			return 1;
 	}
@@ -205,7 +206,7 @@ static long smp_trace_kscan_cb(__u32 j, void *ctx)
 
 /* bpf_loop callback: names function i of the table (its GCfunc header, and for a Lua
  * function its prototype's fingerprint), read now while the trace keeps it alive; entry
- * fn 0 is the trace's start prototype (T->startpt). */
+ * fn 0 is the trace's start prototype (T->startpt), an odd fn a prototype constant. */
 static long smp_trace_fn_cb(__u32 i, void *ctx)
 {
 	__u32 zero = 0, slot;
@@ -220,6 +221,10 @@ static long smp_trace_fn_cb(__u32 i, void *ctx)
 	f->kind = 0;
 	if (!f->fn)
 		goto proto; /* the start prototype: ptr is set */
+	if (f->fn & NUPP_SMP_TRACE_FN_PROTO) {
+		f->ptr = f->fn & ~NUPP_SMP_TRACE_FN_PROTO;
+		goto proto;
+	}
 	if (bpf_probe_read_user(b->tmp, b->fn_span & 127, (const void *)f->fn) ||
 	    smp_tb_get(b->tmp, b->fn_gct, 128, 1) != b->gct_func)
 		return 0;
@@ -331,6 +336,7 @@ static __always_inline __u32 smp_trace_copy_all(struct smp_trace_buf *b, const s
 	b->irt_is64 = lo->irt_is64;
 	b->ir_t = lo->ir_t;
 	b->irt_func = lo->irt_func;
+	b->irt_proto = lo->irt_proto;
 	b->irt_type = lo->irt_type;
 	b->ir_knull = lo->ir_knull;
 	__builtin_memset(b->fn_slot, 0, sizeof(b->fn_slot));

@@ -19,7 +19,7 @@
 #endif
 
 #define NUPP_LJ_LAYOUT_MAGIC 0x4c4a4250u /* "PBJL": LuaJIT BPF layout */
-#define NUPP_LJ_LAYOUT_VERSION 9u
+#define NUPP_LJ_LAYOUT_VERSION 10u
 #define NUPP_LJ_LAYOUT_SYMBOL "luajit_bpf_layout"
 #define NUPP_LJ_VMLIST_SYMBOL "luajit_bpf_vmlist"
 #define NUPP_LJ_VMLIST_MAX 16
@@ -248,6 +248,13 @@ struct nupp_lj_layout {
 	 * holds while the count is the same. */
 	__u32 g_sweepno; /* uint32 global_State: sweeps begun */
 	__u32 pad9;
+
+	/* -- Prototype constants (version 10): a call of a closure created many times is
+	 * specialised to its prototype, not to the closure (lj_record.c
+	 * rec_call_specialize), and the trace keeps that prototype alive as an IR_KGC
+	 * constant of this type, which the trace copy names as it names functions. */
+	__u8 irt_proto; /* IRT_PROTO */
+	__u8 pad10[7];
 };
 
 /* The VMs a process has open, kept by the patched lua_newstate/lua_close, so a loader

@@ -325,10 +325,13 @@ struct nupp_smp_event {
 #define NUPP_SMP_TRACE_MAX 24576 /* bytes of the trace copied; a larger one is not copied */
 #define NUPP_SMP_TRACE_FNS 64    /* functions named (a power of two); more: the trace is not */
 
-/* A function of a trace's frames (a KGC constant in a frame's function slot), or with
- * fn 0 the trace's start prototype (T->startpt). */
+/* A function of a trace's frames (a KGC constant in a frame's function slot), or a
+ * prototype: with fn 0 the trace's start prototype (T->startpt), with fn odd the
+ * prototype at fn - 1 that a call specialised to a prototype guards (an IR_KGC of type
+ * IRT_PROTO; GC objects are 8-byte aligned, so no GCfunc* is odd). */
+#define NUPP_SMP_TRACE_FN_PROTO 1ull /* tag of a prototype's fn */
 struct nupp_smp_trace_fn {
-	__u64 fn;        /* GCfunc*, 0: the start prototype */
+	__u64 fn;        /* GCfunc*; 0: the start prototype; odd: the prototype fn - 1 */
 	__u64 ptr;       /* LUA: GCproto*; C: lua_CFunction; FF: ffid */
 	__u64 chunkname; /* LUA: the prototype's fingerprint */
 	__s32 firstline;

@@ -152,6 +152,7 @@ START_TEST(layout_jit)
 	ck_assert_uint_eq(LO->irt_type, IRT_TYPE);
 	ck_assert_uint_eq(LO->ir_knull, IR_KNULL);
 	ck_assert_uint_eq(LO->irt_is64, IRT_IS64);
+	ck_assert_uint_eq(LO->irt_proto, IRT_PROTO);
 	ck_assert_uint_eq(LO->ref_true, REF_TRUE);
 	ck_assert_uint_eq(LO->ir_knum, IR_KNUM);
 	ck_assert_uint_eq(LO->ir_kint64, IR_KINT64);

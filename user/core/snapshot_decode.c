@@ -37,6 +37,47 @@ static int tr_irconst(struct nupp_traces *t, const struct tr_dec *d, __u32 ref, 
 }
 
 
+/* The guard that specialises the call of function ref fn (a computed value), or NULL:
+ * none, more than one (they disagree or cannot be told apart), or too many to keep. */
+static const struct tr_spec *tr_spec_of(const struct tr_dec *d, __u32 fn)
+{
+	const struct tr_spec *found = NULL;
+	__u32 i;
+
+	if (fn < REF_BIAS || d->spec_many)
+		return NULL;
+	for (i = 0; i < d->nspec; i++) {
+		if (d->spec[i].fn != fn)
+			continue;
+		if (found && (found->ff != d->spec[i].ff || found->v != d->spec[i].v))
+			return NULL;
+		found = &d->spec[i];
+	}
+	return found;
+}
+
+/* A frame's identity from a specialising guard: the builtin its ffid names, or the
+ * prototype whose bytecode its PC is (the trace keeps that prototype alive, and a BPF copy
+ * names it among its functions). */
+static int tr_spec_func(struct nupp_traces *t, struct tr_dec *d, const struct tr_spec *sp, struct nupp_smp_frame *f)
+{
+	struct tr_fact *p;
+	int err = 0;
+
+	if (sp->ff) {
+		memset(f, 0, sizeof(*f));
+		f->pos = -1;
+		f->kind = NUPP_SMP_FF;
+		f->ptr = sp->v;
+		return 0;
+	}
+	p = tr_fact_get(t, d, sp->v - t->lo.pt_size, 1, &err);
+	if (!p)
+		return err;
+	*f = p->f;
+	return 0;
+}
+
 /* Decodes one snapshot: its PC and the inlined frames. In FR2 the frame-link slot of a
  * frame carries SNAP_FRAME and holds the link as a KNUM constant; the function is the
  * slot below it, normally a KGC constant (lj_snap.c:64-80, 110-160). A vararg function's
@@ -48,8 +89,10 @@ static void tr_decode_snap(struct nupp_traces *t, struct tr_dec *d, __u32 mapofs
 {
 	const struct nupp_lj_layout *lo = &t->lo;
 	const __u32 *map = d->map;
+	const struct tr_spec *spec;
 	__u64 kgc[256], knum[256];
-	__u8 isframe[256], isk[256];
+	__u16 ref_of[256];
+	__u8 isframe[256], iscont[256], isk[256];
 	__u32 i, s, top = 1;
 
 	sn->ok = 0;
@@ -69,14 +112,19 @@ static void tr_decode_snap(struct nupp_traces *t, struct tr_dec *d, __u32 mapofs
 			top = map[mapofs + i] >> 24;
 	memset(isframe, 0, top + 1);
 	memset(isk, 0, top + 1);
+	memset(iscont, 0, top + 1);
+	memset(ref_of, 0, (top + 1) * sizeof(ref_of[0]));
 	for (i = 0; i < nent; i++) {
 		__u32 e = map[mapofs + i], ref = e & 0xffff;
 		__u8 op = 0;
 		__u64 v = 0;
 
 		s = e >> 24;
+		ref_of[s] = (__u16)ref;
 		if (e & lo->snap_frame)
 			isframe[s] = 1;
+		if (e & lo->snap_cont)
+			iscont[s] = 1;
 		/* Constants live below REF_BIAS (0x8000); other refs are computed values. */
 		if (ref >= 0x8000 || !ref || tr_irconst(t, d, ref, &op, &v))
 			continue;
@@ -102,17 +150,27 @@ static void tr_decode_snap(struct nupp_traces *t, struct tr_dec *d, __u32 mapofs
 		/* A vararg body's frame: its function is the frame's below (see above). */
 		if (isk[s] == 2 && (knum[s] & lo->frame_typep) == lo->frame_varg)
 			continue;
-		/* A frame whose function is not a constant (a polymorphic call site) or whose
-		 * link is not known: not decoded, never guessed. */
-		sn->why = isk[s - lo->fr2] != 1 ? TR_REF_POLY : isk[s] != 2 ? TR_REF_LINK
+		/* A frame whose function is not a constant and not guarded to a prototype or a
+		 * builtin (a polymorphic call site), or whose link is not known: not decoded,
+		 * never guessed. */
+		spec = isk[s - lo->fr2] == 1 ? NULL : tr_spec_of(d, ref_of[s - lo->fr2]);
+		sn->why = isk[s - lo->fr2] != 1 && !spec ? TR_REF_POLY : isk[s] != 2 ? TR_REF_LINK
 			: sn->nfr >= TR_MAX_INL ? TR_REF_DEPTH : TR_REF_NONE;
 		if (sn->why != TR_REF_NONE)
 			return;
 		fr = &sn->fr[sn->nfr++];
 		sn->why = TR_REF_FUNC;
-		if (tr_func(t, d, kgc[s - lo->fr2], &fr->f))
+		if (spec ? tr_spec_func(t, d, spec, &fr->f) : tr_func(t, d, kgc[s - lo->fr2], &fr->f))
 			return;
 		fr->link = knum[s];
+		/* A continuation (a stitched call, a metamethod's): the PC it returns to lies
+		 * two slots below the link, a constant marked SNAP_CONT (lj_frame.h
+		 * frame_contpc, lj_ffrecord.c recff_stitch). */
+		fr->ret_pc = 0;
+		if ((fr->link & lo->frame_type) == lo->frame_lua)
+			fr->ret_pc = fr->link;
+		else if ((fr->link & lo->frame_typep) == lo->frame_cont && s >= 2 && iscont[s - 2] && isk[s - 2] == 2)
+			fr->ret_pc = knum[s - 2];
 	}
 	sn->ok = 1;
 	sn->why = TR_REF_NONE;
@@ -387,9 +445,48 @@ static int tr_exec_pc(struct nupp_traces *t, struct tr_dec *d, struct tr_bc *b, 
 
 /* -- A whole trace --------------------------------------------------------------- */
 
-/* Finds the trace's IR_RETFs (returns below the start frame, lj_record.c lj_record_ret)
- * and its IR_LOOP; only with LuaJIT's own opcodes (ops_ok). */
-static void tr_retf_scan(struct nupp_traces *t, struct tr_dec *d)
+/* Notes the guard at ref if it specialises a call: EQ(FLOAD(fn, FUNC_PC), KPTR) or
+ * EQ(FLOAD(fn, FUNC_FFID), KINT) (lj_record.c rec_call_specialize). */
+static void tr_spec_note(struct nupp_traces *t, struct tr_dec *d, const unsigned char *ins)
+{
+	const struct nupp_lj_layout *lo = &t->lo;
+	const unsigned char *ld;
+	__u16 op1, op2, fn, fld;
+	__s32 k;
+	__u8 kop;
+	__u64 v;
+
+	memcpy(&op1, ins, 2);
+	memcpy(&op2, ins + 2, 2);
+	if (op1 < REF_BIAS || op1 < d->nk || op1 >= d->nins || op2 >= REF_BIAS)
+		return;
+	ld = tr_ir(t, d, op1);
+	memcpy(&fn, ld, 2);
+	memcpy(&fld, ld + 2, 2);
+	if (ld[lo->ir_o] != IR_FLOAD || fn < REF_BIAS || (fld != IRFL_FUNC_PC && fld != IRFL_FUNC_FFID))
+		return;
+	if (fld == IRFL_FUNC_PC) {
+		if (tr_irconst(t, d, op2, &kop, &v) || kop != IR_KPTR)
+			return;
+	} else {
+		if (op2 < d->nk || tr_ir(t, d, op2)[lo->ir_o] != IR_KINT)
+			return;
+		memcpy(&k, tr_ir(t, d, op2), 4); /* IRIns.i overlaps op1 and op2 */
+		v = (__u64)k;
+	}
+	if (d->nspec == TR_MAX_SPEC) {
+		d->spec_many = true;
+		return;
+	}
+	d->spec[d->nspec].fn = fn;
+	d->spec[d->nspec].ff = fld == IRFL_FUNC_FFID;
+	d->spec[d->nspec++].v = v;
+}
+
+/* Finds the trace's IR_RETFs (returns below the start frame, lj_record.c lj_record_ret),
+ * its IR_LOOP and the guards that specialise its calls; only with LuaJIT's own opcodes
+ * (ops_ok). */
+static void tr_ir_scan(struct nupp_traces *t, struct tr_dec *d)
 {
 	const struct nupp_lj_layout *lo = &t->lo;
 	__u32 ref;
@@ -398,6 +495,8 @@ static void tr_retf_scan(struct nupp_traces *t, struct tr_dec *d)
 	d->loopref = 0;
 	d->retf_loop = false;
 	d->retf_many = false;
+	d->nspec = 0;
+	d->spec_many = false;
 	if (!t->ops_ok)
 		return;
 	for (ref = REF_BIAS + 1; ref < d->nins; ref++) {
@@ -410,7 +509,9 @@ static void tr_retf_scan(struct nupp_traces *t, struct tr_dec *d)
 		if (ref < d->nk)
 			continue;
 		ins = tr_ir(t, d, ref);
-		if (ins[lo->ir_o] == IR_LOOP && !d->loopref) {
+		if (ins[lo->ir_o] == IR_EQ) {
+			tr_spec_note(t, d, ins);
+		} else if (ins[lo->ir_o] == IR_LOOP && !d->loopref) {
 			d->loopref = ref;
 		} else if (ins[lo->ir_o] == IR_RETF) {
 			if (d->loopref)
@@ -476,7 +577,7 @@ int tr_decode(struct nupp_traces *t, struct tr_dec *d)
 	size_t nfrs = 0, cap = 0, *at;
 	__u32 i;
 
-	tr_retf_scan(t, d);
+	tr_ir_scan(t, d);
 	e->mcofs = malloc((e->nsnap + 1) * sizeof(*e->mcofs));
 	e->snaps = malloc((e->nsnap + 1) * sizeof(*e->snaps));
 	at = malloc((e->nsnap + 1) * sizeof(*at));

@@ -110,11 +110,8 @@ int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, s
 				st->traceno, si, e->nsnap);
 			return -ENOENT;
 		}
-		if (i < sn->nfr) {
-			const struct tr_frame *fr = &sn->fr[sn->nfr - 1 - i];
-
-			pc = (fr->link & lo->frame_type) == lo->frame_lua ? fr->link : 0;
-		}
+		if (i < sn->nfr)
+			pc = sn->fr[sn->nfr - 1 - i].ret_pc;
 	}
 	return n + sn->nfr;
 }

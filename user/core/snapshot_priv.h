@@ -49,6 +49,9 @@ struct tr_fact {
 struct tr_frame {
 	struct nupp_smp_frame f; /* kind, ptr and fingerprint; pos/link filled per frame */
 	__u64 link;              /* link value of the frame (return PC or typed delta) */
+	/* The return PC into the frame below: the link itself, or for a continuation
+	 * frame the PC stored below its function (frame_contpc); 0: not known. */
+	__u64 ret_pc;
 };
 
 /* A decoded snapshot: the PC of the bytecode its code executes and the inlined frames
@@ -78,13 +81,16 @@ struct tr_snap {
 /* Returns below the start frame a decode keeps (past them, the prototype a snapshot
  * returned into is not known). */
 #define TR_MAX_RETF 16
+/* Calls specialised to a prototype or a builtin kept per trace (more: those frames are
+ * refused, as POLY). */
+#define TR_MAX_SPEC 32
 
 /* Why a snapshot is not decoded (tr_snap.why): _(ID, what the log says), one table for
  * the enum and for tr_refusal_name. */
 #define TR_REFUSALDEF(_)                                                          \
 	_(NONE, "decoded")                                                        \
 	_(MAP, "its map runs past the trace")                                     \
-	_(POLY, "an inlined function is not a constant") /* a polymorphic call */ \
+	_(POLY, "an inlined function is not a constant, nor its kind guarded")    \
 	_(LINK, "an inlined frame's link is not a constant")                      \
 	_(DEPTH, "too many inlined frames")                                       \
 	_(FUNC, "an inlined function could not be read")                          \
@@ -189,6 +195,16 @@ struct tr_dec {
 	__u32 nretf, loopref;
 	bool retf_loop;          /* an IR_RETF after the IR_LOOP */
 	bool retf_many;          /* more than TR_MAX_RETF of them */
+	/* Its guards that specialise a call to what a closure is, not which one (lj_record.c
+	 * rec_call_specialize): EQ(FLOAD(fn, FUNC_PC), KPTR) holds fn's prototype, and
+	 * EQ(FLOAD(fn, FUNC_FFID), KINT) its builtin, where fn is a computed value. */
+	struct tr_spec {
+		__u32 fn;   /* the IR ref of the function */
+		bool ff;    /* v is an ffid, not a prototype's bytecode */
+		__u64 v;
+	} spec[TR_MAX_SPEC];
+	__u32 nspec;
+	bool spec_many;          /* more than TR_MAX_SPEC of them */
 };
 
 /* -- The cache (snapshot.c) ------------------------------------------------------------ */
