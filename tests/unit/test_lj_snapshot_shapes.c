@@ -2,12 +2,14 @@
  * in-process: a call specialised to a closure's prototype (a closure created many times)
  * and one specialised to a builtin's ffid (coroutine.wrap's function), whose frames'
  * functions are computed values, not constants, the latter a stitched call whose caller's
- * position is in its continuation; and a side trace that returns below its start frame.
+ * position is in its continuation; a side trace that returns below its start frame; and a
+ * chain of inlined calls deeper than the decoder once kept.
  * Each is named as LuaJIT's own view of the program says; the first two from the live
  * trace and from its BPF copy alike. */
 #include <check.h>
 
 #include "nupp_check.h"
+#include <stdio.h>
 #include <string.h>
 
 #include "lualib.h"
@@ -216,36 +218,16 @@ static const char *chunk_retf =
 	"outer(100000)\n"
 	"return outer, inner\n";
 
-START_TEST(return_below_the_start_frame_is_named)
+/* Checks each snapshot of side trace T of inner() whose IR_RETF is at retf; counts the
+ * snapshots before the return, after it, and after it in inner() inlined again (n[3]). */
+static void retf_check(lua_State *L, GCtrace *T, IRRef retf, GCproto *pout, GCproto *pin, int n[3])
 {
-	lua_State *L = luaL_newstate();
 	struct nupp_smp_frame out[NUPP_SMP_MAX_DEPTH + 16];
+	struct nupp_traces *tc = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	struct nupp_smp_stack st;
-	struct nupp_traces *tc;
-	GCproto *pout, *pin;
-	GCtrace *T = NULL;
-	jit_State *J;
-	IRRef retf = 0, ref;
-	TraceNo i;
 	SnapNo s;
-	int n, line, before = 0, after = 0, inlined = 0;
+	int k, line;
 
-	luaL_openlibs(L);
-	ck_assert_int_eq(luaL_loadbuffer(L, chunk_retf, strlen(chunk_retf), "=shapes"), 0);
-	ck_assert_int_eq(lua_pcall(L, 0, 2, 0), 0);
-	pout = funcproto((GCfunc *)lua_topointer(L, 1));
-	pin = funcproto((GCfunc *)lua_topointer(L, 2));
-	J = G2J(G(L));
-	for (i = 1; i < J->sizetrace && !retf; i++) {
-		T = traceref(J, i);
-		if (!T || !T->root || gcref(T->startpt) != obj2gco(pin))
-			continue;
-		for (ref = REF_BIAS + 1; ref < T->nins && !retf; ref++)
-			if (T->ir[ref].o == IR_RETF)
-				retf = ref;
-	}
-	ck_assert_msg(retf, "no side trace of inner() returns into outer()");
-	tc = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
 	ck_assert_int_eq(nupp_traces_add(tc, vm_g(L), (__u64)(uintptr_t)T, T->traceno, T->serial, 0), 0);
 	for (s = 0; s < T->nsnap; s++) {
 		bool below = T->snap[s].ref > retf;
@@ -259,40 +241,150 @@ START_TEST(return_below_the_start_frame_is_named)
 		trace_sample(&st, vm_g(L), T, base, 2);
 		st.frames[1] = lua_frame(pout, 0); /* stands for the caller chain */
 		st.mcofs = T->snap[s].mcofs;
-		n = nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH);
-		ck_assert_msg(n >= 2, "snapshot %d: %d frames", s, n);
+		k = nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH);
+		ck_assert_msg(k >= 2, "snapshot %d: %d frames", s, k);
 		if ((pcbase & 0xff) == 0) {
 			/* In the frame at jit_base: inner's return on line 4 (or the loop's exit on
 			 * line 3), or outer's loop on lines 8-10. */
-			ck_assert_int_eq(n, 2);
+			ck_assert_int_eq(k, 2);
 			ck_assert_uint_eq(out[0].ptr, (__u64)(uintptr_t)base);
 			line = lj_debug_line(base, (BCPos)out[0].pos);
 			if (below)
 				ck_assert_msg(line >= 8 && line <= 10, "snapshot %d: outer line %d", s, line);
 			else
 				ck_assert_msg(line == 3 || line == 4, "snapshot %d: inner line %d", s, line);
-			before += !below;
-			after += below;
+			n[below]++;
 		} else {
 			/* inner() called again, inlined above outer()'s CALL on line 9 */
 			ck_assert(below);
-			ck_assert_int_eq(n, 3);
+			ck_assert_int_eq(k, 3);
 			ck_assert_uint_eq(out[0].ptr, (__u64)(uintptr_t)pin);
 			line = lj_debug_line(pin, (BCPos)out[0].pos);
 			ck_assert_msg(line >= 1 && line <= 3, "snapshot %d: inner line %d", s, line);
 			ck_assert_uint_eq(out[1].ptr, (__u64)(uintptr_t)pout);
 			ck_assert_int_eq(lj_debug_line(pout, (BCPos)out[1].pos), 9);
 			ck_assert_int_eq(bc_op(proto_bc(pout)[out[1].pos]), BC_CALL);
-			inlined++;
+			n[2]++;
 		}
 	}
-	ck_assert_int_gt(before, 0);
-	ck_assert_int_gt(after, 0);
-	ck_assert_int_gt(inlined, 0);
+	nupp_traces_free(tc);
+}
+
+/* Which traces LuaJIT makes of the chunk depends on where its bytecode lies (hot
+ * counters are shared by PC hash): the chunk runs in fresh VMs until their side traces
+ * of inner() have shown all three kinds of snapshot, every one checked. */
+START_TEST(return_below_the_start_frame_is_named)
+{
+	int n[3] = { 0, 0, 0 }, run, found = 0;
+
+	for (run = 0; run < 40 && !(n[0] && n[1] && n[2]); run++) {
+		lua_State *L = luaL_newstate();
+		GCproto *pout, *pin;
+		jit_State *J;
+		TraceNo i;
+		IRRef ref;
+
+		luaL_openlibs(L);
+		ck_assert_int_eq(luaL_loadbuffer(L, chunk_retf, strlen(chunk_retf), "=shapes"), 0);
+		ck_assert_int_eq(lua_pcall(L, 0, 2, 0), 0);
+		pout = funcproto((GCfunc *)lua_topointer(L, 1));
+		pin = funcproto((GCfunc *)lua_topointer(L, 2));
+		J = G2J(G(L));
+		for (i = 1; i < J->sizetrace; i++) {
+			GCtrace *T = traceref(J, i);
+
+			if (!T || !T->root || gcref(T->startpt) != obj2gco(pin))
+				continue;
+			for (ref = REF_BIAS + 1; ref < T->nins; ref++)
+				if (T->ir[ref].o == IR_RETF) {
+					retf_check(L, T, ref, pout, pin, n);
+					found++;
+					break;
+				}
+		}
+		lua_close(L);
+	}
+	ck_assert_msg(n[0] && n[1] && n[2], "%d side traces returning into outer() in %d VMs: %d/%d/%d snapshots",
+		      found, run, n[0], n[1], n[2]);
+}
+END_TEST
+
+/* A chain of DEEP functions inlined into one trace (f1 calls f2 ... calls fDEEP, each on
+ * its own line, fDEEP's comparison taking a snapshot): more frames than the decoder once
+ * kept (16). Loops get hot at once, so that the chain is recorded from hot()'s loop before
+ * a function of it starts a trace of its own. */
+#define DEEP 24
+
+START_TEST(deep_inlined_chain_is_named)
+{
+	lua_State *L = luaL_newstate();
+	struct nupp_smp_frame out[NUPP_SMP_MAX_DEPTH + 16];
+	GCproto *pf[DEEP + 1], *phot;
+	struct nupp_smp_stack st;
+	struct nupp_traces *tc;
+	char src[8192];
+	GCtrace *T = NULL;
+	jit_State *J;
+	size_t len;
+	int k, n, deep = 0;
+	TraceNo i;
+	SnapNo s;
+
+	/* Line 1: the option; line 2: fDEEP; line 2 + DEEP - k: fk; then hot() and the call. */
+	len = (size_t)snprintf(src, sizeof(src), "jit.opt.start('hotloop=1')\n"
+				 "local f%d = function(x) local v = x * 2 if v > 1e9 then v = 0 end return v end\n",
+			       DEEP);
+	for (k = DEEP - 1; k >= 1; k--)
+		len += (size_t)snprintf(src + len, sizeof(src) - len, "local f%d = function(x) return f%d(x) + 1 end\n",
+					k, k + 1);
+	len += (size_t)snprintf(src + len, sizeof(src) - len,
+				"local function hot(n) local s = 0 for i = 1, n do s = s + f1(i) end return s end\n"
+				"hot(100000)\nreturn hot, {");
+	for (k = 1; k <= DEEP; k++)
+		len += (size_t)snprintf(src + len, sizeof(src) - len, "f%d%s", k, k < DEEP ? ", " : "}\n");
+	ck_assert_uint_lt(len, sizeof(src));
+	luaL_openlibs(L);
+	ck_assert_int_eq(luaL_loadbuffer(L, src, len, "=deep"), 0);
+	ck_assert_int_eq(lua_pcall(L, 0, 2, 0), 0);
+	phot = funcproto((GCfunc *)lua_topointer(L, 1));
+	for (k = 1; k <= DEEP; k++) {
+		lua_rawgeti(L, 2, k);
+		pf[k] = funcproto((GCfunc *)lua_topointer(L, -1));
+		lua_pop(L, 1);
+	}
+	J = G2J(G(L));
+	for (i = 1; i < J->sizetrace; i++)
+		if (traceref(J, i) && gcref(traceref(J, i)->startpt) == obj2gco(phot) &&
+		    traceref(J, i)->linktype == LJ_TRLINK_LOOP)
+			T = traceref(J, i);
+	ck_assert_msg(T != NULL, "no loop trace for hot()");
+	tc = nupp_traces_new(&luajit_bpf_layout, self_read, NULL);
+	ck_assert_int_eq(nupp_traces_add(tc, vm_g(L), (__u64)(uintptr_t)T, T->traceno, T->serial, 0), 0);
+	trace_sample(&st, vm_g(L), T, phot, 2);
+	st.frames[1] = lua_frame(phot, 0); /* stands for the caller chain */
+	for (s = 0; s < T->nsnap; s++) {
+		if (s + 1 < T->nsnap && T->snap[s + 1].mcofs == T->snap[s].mcofs)
+			continue;
+		st.mcofs = T->snap[s].mcofs;
+		n = nupp_traces_expand(tc, &st, out, NUPP_SMP_MAX_DEPTH);
+		ck_assert_msg(n >= 2, "snapshot %d: %d frames", s, n);
+		if (n != DEEP + 2)
+			continue;
+		/* fDEEP at its comparison or return (line 2), then each caller at its call
+		 * (fk on line 2 + DEEP - k), then hot() (line 2 + DEEP). */
+		for (k = 0; k < DEEP; k++) {
+			ck_assert_uint_eq(out[k].ptr, (__u64)(uintptr_t)pf[DEEP - k]);
+			ck_assert_int_eq(lj_debug_line(pf[DEEP - k], (BCPos)out[k].pos), 2 + k);
+		}
+		ck_assert_uint_eq(out[DEEP].ptr, (__u64)(uintptr_t)phot);
+		ck_assert_int_eq(lj_debug_line(phot, (BCPos)out[DEEP].pos), 2 + DEEP);
+		deep++;
+	}
+	ck_assert_int_gt(deep, 0);
 	nupp_traces_free(tc);
 	lua_close(L);
 }
 END_TEST
 
 NUPP_CHECK_MAIN("snapshot shapes", 0, false, false, closure_called_by_prototype_is_named,
-		builtin_called_by_ffid_is_named, return_below_the_start_frame_is_named)
+		builtin_called_by_ffid_is_named, return_below_the_start_frame_is_named, deep_inlined_chain_is_named)

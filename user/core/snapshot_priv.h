@@ -21,7 +21,9 @@
 #define TR_BUCKETS (1u << TR_BUCKET_BITS)
 #define TR_MAX_SNAP 4096
 #define TR_MAX_SNAPMAP (1u << 20)
-#define TR_MAX_INL 16 /* inlined frames kept per snapshot */
+/* Inlined frames kept per snapshot: all LuaJIT can make (a snapshot names slots 0-255 and
+ * a frame takes two, its function and its link). */
+#define TR_MAX_INL 128
 #define TR_MAX_BC (1u << 20) /* instructions of a prototype we read */
 #define TR_MAX_CAND 8        /* control instructions a resume PC may belong to */
 #define TR_IDLE_US 30000000ull /* an entry no sample named for this long is dropped */
