@@ -85,7 +85,7 @@ struct tr_snap {
 #define TR_MAX_RETF 16
 /* Calls specialised to a prototype or a builtin kept per trace (more: those frames are
  * refused, as POLY). */
-#define TR_MAX_SPEC 32
+#define TR_MAX_SPEC 256
 
 /* Why a snapshot is not decoded (tr_snap.why): _(ID, what the log says), one table for
  * the enum and for tr_refusal_name. */
