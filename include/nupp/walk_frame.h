@@ -261,15 +261,33 @@ NUPP_WALK_INLINE int nupp_walk_step(struct nupp_walk *w, const struct nupp_lj_la
 		/* In registers mode an ASM fast function runs with rbx = &GG->bcff[i]+4 and a
 		 * C function's PC is inside global_State (vm_x64.dasc:232-239); in vm_call's
 		 * entry (lua_call from a C function) rdx is the synced L->base of that C
-		 * function and rbx the typed C link being built (not a bytecode address):
-		 * anything else means [rdx-16] is a result in a return window. */
+		 * function and rbx the typed C link being built (not a bytecode address); in
+		 * the continuation dispatch after a builtin returned through a continuation
+		 * (cont_dispatch, `and PC, -8`: a stitched call's return), rbx is this frame's
+		 * own typed link with its type bits cleared while L->base is still this frame's
+		 * (a delta, never a PC or a pointer: no other state gives it): anything else
+		 * means [rdx-16] is a result in a return window. */
 		if (first && (w->mode == NUPP_WALK_REGS || w->strict) && !(w->rbx >= gg && w->rbx < gg + lo->gg_size) &&
 		    !(w->mode == NUPP_WALK_REGS && w->lbase == frame + tvsz &&
-		      (w->rbx & lo->frame_type) != lo->frame_lua)) {
+		      (w->rbx & lo->frame_type) != lo->frame_lua) &&
+		    !(w->lbase == frame + tvsz && (link & lo->frame_type) != lo->frame_lua &&
+		      w->rbx == (link & ~(__u64)lo->frame_typep))) {
+			__u64 spc = 0;
+
+			/* An ASM fast function that calls out of the VM's code (coroutine.wrap's
+			 * and coroutine.resume's function, around vm_resume) stores its link as
+			 * SAVE_PC and L->base first, then takes PC as a scratch register (and
+			 * BASE too, across the call): with the IP in the VM's code and L->base at
+			 * this frame, SAVE_PC equal to its link (a return PC, or a continuation's
+			 * typed delta when the call was stitched) proves the frame. */
+			if (w->in_vm && w->lbase == frame + tvsz && ffid != lo->ff_c && link && w->cf &&
+			    !NUPP_WALK_RD(&spc, 8, w->cf + lo->cframe_ofs_pc) && spc == link)
+				;
 			/* A fast function's C helper (its fallback handler syncs L->base). */
-			if (w->mode != NUPP_WALK_MEM || !w->helper_ra)
+			else if (w->mode != NUPP_WALK_MEM || !w->helper_ra)
 				NUPP_WALK_GOTO(window);
-			nupp_walk_helper(w);
+			else
+				nupp_walk_helper(w);
 		}
 		if (ffid == lo->ff_c) {
 			if (nupp_walk_emit(w, NUPP_SMP_C, f->ptr, 0, 0, 0, -1, lt))

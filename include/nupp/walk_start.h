@@ -143,6 +143,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	w->st.tserial = 0;
 	w->st.pad_t = 0;
 	w->helper_ra = 0;
+	w->in_vm = r->ip >= lo->vm_begin && r->ip < lo->vm_end;
 	w->cf = 0;
 	if (!nupp_walk_layout_ok(lo))
 		return NUPP_WALK_BAD_FRAME;
@@ -212,6 +213,7 @@ NUPP_WALK_INLINE int nupp_walk_start(struct nupp_walk *w, const struct nupp_lj_l
 	/* C, GC, EXIT, RECORD/OPT/ASM, INTERP in a C helper: L->base is synced,
 	 * except in the few helpers called without a sync, where rbp holds BASE. */
 	w->mode = NUPP_WALK_MEM;
+	w->lbase = lbase;
 	w->strict = interp && (vms == lo->vmst_interp || !nupp_walk_cpcall_frame(w, lo, cf));
 	/* ... and in the interpreter right after such a helper returns, before BASE is
 	 * restored from rbp (lj_BC_LEN: `call extern lj_tab_len` .. `mov BASE, RB`). */

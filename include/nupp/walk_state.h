@@ -210,7 +210,7 @@ struct nupp_walk {
 	__u64 pc_above;    /* return PC (or contpc) from the link of the frame above, 0 none */
 	__u64 leaf_pc[2];  /* leaf PC candidates (rbx, SAVE_PC), first frame of a segment only */
 	__u64 rbx;         /* interpreter PC register, for the call/return window rule */
-	__u64 lbase;       /* L->base at the start (registers mode) */
+	__u64 lbase;       /* L->base at the start (registers and memory modes) */
 	__u64 hash;        /* FNV-style hash of the emitted frames */
 	/* Mix of the free generations of the blocks of the emitted Lua frames' GCprotos, in
 	 * frame order, and the last one mixed (a repeated frame's): with hash, the stack key
@@ -230,6 +230,8 @@ struct nupp_walk {
 	__u32 strict;      /* INTERP (RECORD outside the recorder) but not walked from
 			    * registers: the leaf must match rbx */
 	__u32 unwatched;   /* a prototype could not be noted or watched (NUPP_WALK_WATCH) */
+	__u32 in_vm;       /* the IP lies in the VM's own code (lj_vm.o) */
+	__u32 pad_in_vm;
 #ifdef NUPP_WALK_WATCH
 	__u32 nmet;        /* prototypes noted (met[]) */
 	struct nupp_walk_met met[NUPP_WALK_MET];

@@ -716,6 +716,94 @@ START_TEST(walk_pseudo_frame_hands_its_call_to_the_frame_below)
 }
 END_TEST
 
+/* A builtin called through a continuation (a stitched call) returns into the
+ * continuation dispatch: rbx holds the builtin frame's typed link with its type bits
+ * cleared, L->base is still the builtin's, and BASE (rdx) is the builtin's or, a few
+ * instructions on, already the caller's. The builtin is the leaf, its caller at the
+ * continuation's PC; an rbx that is not that link is not taken. */
+static int walk_retried(const struct nupp_walk_regs *r, __u32 *attempts);
+
+START_TEST(walk_continuation_dispatch_keeps_the_returning_builtin)
+{
+	__u64 fm, ff, b0, b1, cb, bi, delta;
+	__u32 attempts;
+	int rdx_at_caller;
+
+	for (rdx_at_caller = 0; rdx_at_caller < 2; rdx_at_caller++) {
+		setup();
+		bi = new_c_fn(40, 0x401234); /* a builtin with its own ffid */
+		chain3(&fm, &ff, new_lua_fn(5, 1, NULL), &b0, &b1);
+		cb = b1 + 8 * 8;
+		delta = cb - b1;
+		frame(cb, bi, delta | lo->frame_cont);
+		put64(cb - 24, ret_pc(ff, 9)); /* contpc: the call's next instruction in f */
+		put64(mainL + lo->L_base, cb);
+		{
+			struct nupp_walk_regs r = regs_interp(rdx_at_caller ? b1 : cb, delta);
+
+			on_vm_thread(&r);
+			ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_DONE);
+			ck_assert_uint_eq(attempts, rdx_at_caller); /* BASE at the caller: from L->base */
+		}
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_uint_eq(w.st.frames[0].kind, NUPP_SMP_FF);
+		ck_assert_uint_eq(w.st.frames[0].ptr, 40);
+		ck_assert_uint_eq(w.st.frames[0].link, lo->frame_cont);
+		ck_assert_int_eq(w.st.frames[1].pos, 9); /* from contpc */
+		ck_assert_int_eq(w.st.frames[2].pos, 4);
+
+		/* rbx another value: not this frame's link, refused */
+		{
+			struct nupp_walk_regs r = regs_interp(rdx_at_caller ? b1 : cb, delta + 8);
+
+			on_vm_thread(&r);
+			ck_assert_int_eq(walk_retried(&r, &attempts), NUPP_WALK_BAD_FRAME);
+		}
+	}
+}
+END_TEST
+
+/* coroutine.wrap's function around its call of vm_resume: L->base at its frame, its
+ * link stored as SAVE_PC, PC (rbx) a scratch pointer, and BASE (rdx) its base before the
+ * call or garbage right after it (then the second attempt, from L->base). The builtin is
+ * the leaf; with SAVE_PC another value it is not taken. */
+START_TEST(walk_fast_function_calling_out_is_proven_by_save_pc)
+{
+	__u64 fm, ff, b0, b1, b2, wrap;
+	__u32 attempts;
+	int proven, k;
+
+	for (k = 0; k < 4; k++) {
+		int after_call = k >= 2;
+
+		proven = !(k & 1);
+		setup();
+		wrap = new_c_fn(41, 0);
+		b2 = chain3(&fm, &ff, wrap, &b0, &b1);
+		put64(mainL + lo->L_base, b2);
+		put64(mainL + lo->L_cframe, THREAD_CF);
+		put64(THREAD_CF + lo->cframe_ofs_pc, proven ? ret_pc(ff, 7) : ret_pc(ff, 6));
+		{
+			struct nupp_walk_regs r = regs_interp(after_call ? 0x1234 : b2, costack + 0x100);
+
+			r.sp = THREAD_CF;
+			r.stk_top = THREAD_TOP;
+			on_vm_thread(&r);
+			ck_assert_int_eq(walk_retried(&r, &attempts), proven ? NUPP_WALK_DONE : NUPP_WALK_BAD_FRAME);
+		}
+		if (!proven)
+			continue;
+		ck_assert_int_eq(w.mode, after_call ? NUPP_WALK_MEM : NUPP_WALK_REGS);
+		ck_assert_uint_eq(attempts, after_call);
+		ck_assert_uint_eq(w.st.depth, 3);
+		ck_assert_uint_eq(w.st.frames[0].kind, NUPP_SMP_FF);
+		ck_assert_uint_eq(w.st.frames[0].ptr, 41);
+		ck_assert_int_eq(w.st.frames[1].pos, 7);
+		ck_assert_int_eq(w.st.frames[2].pos, 4);
+	}
+}
+END_TEST
+
 START_TEST(walk_continuation_and_pcall_frames)
 {
 	__u64 fm, ff, b0, b1, b2, mm, pcallf, callee_fn, pb, cb;
@@ -2278,6 +2366,8 @@ int main(void)
 	tcase_add_test(tc, walk_vararg_frame_below_the_leaf_is_taken_in_the_cache_run);
 	tcase_add_test(tc, walk_pseudo_frame_hands_its_call_to_the_frame_below);
 	tcase_add_test(tc, walk_continuation_and_pcall_frames);
+	tcase_add_test(tc, walk_continuation_dispatch_keeps_the_returning_builtin);
+	tcase_add_test(tc, walk_fast_function_calling_out_is_proven_by_save_pc);
 	tcase_add_test(tc, walk_trace_start_frame_and_mcode_offset);
 	tcase_add_test(tc, walk_trace_caches_give_the_same_stack_with_fewer_reads);
 	tcase_add_test(tc, walk_trace_start_entry_is_not_the_leaf_at_its_first_instruction);
