@@ -2,8 +2,10 @@
 # A real program nobody here wrote, with its traces: Debian's dkjson (lua-dkjson) encoding
 # and decoding a document for 6 s of CPU time under record -F 997, JIT on. Its traces
 # call builtins from compiled code and return below their start frame, snapshots the
-# trace decoder once refused (1.6 % of the samples lost as 'symbolize'). At most 0.3 % of
-# the samples are lost as 'symbolize' and 2 % in all; every stack runs from pmain through
+# trace decoder once refused (1.6 % of the samples lost as 'symbolize'), and its stitched
+# builtins return through the continuation dispatch, a window the walker once refused
+# (0.8 % lost as 'badFrame'). At most 0.3 % of the samples are lost as 'symbolize' and
+# 0.5 % in all; every stack runs from pmain through
 # the workload's main chunk into dkjson's functions and the builtins it calls (or loads
 # the libraries and dkjson: pmain alone, luaopen_*, require); each
 # string.find leaf is under a dkjson function that calls string.find (or, through a tail
@@ -27,7 +29,7 @@ samples, lost = meta["samples"], meta["lost"]
 nlost = sum(v for v in lost.values() if isinstance(v, int))
 assert samples >= 0.8 * 6 * 997, f"{samples} samples for 6 s at 997 Hz"
 assert lost["symbolize"] <= 0.003 * samples, f"{lost['symbolize']} of {samples} samples lost as symbolize: {lost}"
-assert nlost <= 0.02 * samples, f"{nlost} of {samples} samples lost: {lost}"
+assert nlost <= 0.005 * samples, f"{nlost} of {samples} samples lost: {lost}"
 
 # The builtins dkjson calls (its source's locals: string.*, table.*, math.*, and the base
 # library).
