@@ -13,15 +13,15 @@
 	_(READ_FAULT, "readFault", "the target's memory could not be read (a page not "        \
 	  "resident, or the process exiting)", "nupp-bpf record -v says where walks failed")   \
 	_(BAD_FRAME, "badFrame", "a frame failed validation: the walk was refused, never "     \
-	  "guessed", "nupp-bpf record -v says where walks failed")                             \
+	  "guessed", "nupp-bpf -vv record says where walks failed")                            \
 	_(TRUNCATED, "truncated", "a trace's inlined frames did not fit in one stack",         \
-	  "nupp-bpf record -v says where walks failed")                                        \
+	  "nupp-bpf -vv record says where walks failed")                                       \
 	_(MAP_FULL, "mapFull", "the kernel's counts map, or the ring that carries new "        \
 	  "stacks, was full", "raise --max-stacks")                                            \
 	_(SYMBOLIZE, "symbolize", "a frame could not be named with proof: its function was "   \
 	  "freed before a drain named it, a trace snapshot was not decoded, or the stack's "   \
 	  "record was lost", "profile for longer (a function that lives longer than a drain " \
-	  "is named); nupp-bpf record -vv says which trace snapshots were not decoded")
+	  "is named); nupp-bpf -v record names the cause of each, -vv each trace snapshot")
 
 /* Why a sample was not reported as a stack. Every sample not walked is counted. */
 enum nupp_lost {

@@ -65,6 +65,9 @@ int nupp_sampler_proto_stats(struct nupp_sampler *s, __u64 *run_time_ns, __u64 *
  * why not), i < n; nupp_sampler_tcopy_name(i) names outcome i ("copied", "unwatched",
  * ...; NULL past the last). 0 or -errno. */
 int nupp_sampler_trace_copies(struct nupp_sampler *s, __u64 *counts, size_t n);
+/* The causes of the samples lost as 'symbolize' so far: why[i] (a static text) lost n[i]
+ * samples, i < the count returned (at most max). */
+int nupp_sampler_symbolize_causes(struct nupp_sampler *s, const char **why, __u64 *n, int max);
 /* Prototypes watched so far (the first sample or trace copy that met each one sent its
  * name; no probe fires when a prototype is made) and the frees of watched prototypes
  * reported (with a copy of each); a prototype no sample met costs its free a read of a

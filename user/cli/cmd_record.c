@@ -465,6 +465,7 @@ static int record_run(int argc, char **argv)
 		ret = 1;
 	if (cli_verbose) {
 		record_trace_copies(nupp_session_sampler(ses));
+		record_symbolize_causes(nupp_session_sampler(ses));
 		record_walk_stats(nupp_session_sampler(ses));
 		record_stats(nupp_session_sampler(ses), nupp_session_trace(ses));
 		fprintf(stderr, "nupp-bpf: target memory reads: %llu process_vm_readv calls, %.0f/s\n",

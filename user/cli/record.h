@@ -84,6 +84,8 @@ void record_warnings(const struct record_opts *o, struct nupp_session *ses);
 
 /* -- The -v statistics (record_verbose.c) -- */
 
+/* Prints why samples were lost as 'symbolize', cause by cause. */
+void record_symbolize_causes(struct nupp_sampler *smp);
 /* Prints what became of the traces sampled, and the prototypes watched. */
 void record_trace_copies(struct nupp_sampler *smp);
 /* Prints what the samples' walks did: frames from the frame cache, reads, new stacks. */

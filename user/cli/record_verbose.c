@@ -26,6 +26,17 @@ void record_trace_copies(struct nupp_sampler *smp)
 		(unsigned long long)freed);
 }
 
+/* Prints why samples were lost as 'symbolize', cause by cause. */
+void record_symbolize_causes(struct nupp_sampler *smp)
+{
+	const char *why[32];
+	__u64 n[32];
+	int i, k = nupp_sampler_symbolize_causes(smp, why, n, 32);
+
+	for (i = 0; i < k; i++)
+		fprintf(stderr, "nupp-bpf: lost as symbolize: %llu samples: %s\n", (unsigned long long)n[i], why[i]);
+}
+
 /* Prints what the samples' walks did: frames from the frame cache, reads, new stacks. */
 void record_walk_stats(struct nupp_sampler *smp)
 {

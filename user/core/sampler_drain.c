@@ -293,6 +293,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		}
 		if (!c) {
 			out->lost[NUPP_LOST_SYMBOLIZE] += smp_total(&row->c);
+			smp_sym_lost(s, "its stack's record not held", smp_total(&row->c));
 			continue;
 		}
 		smp_stk_used(s, c);
@@ -345,7 +346,7 @@ int nupp_sampler_drain(struct nupp_sampler *s, struct nupp_sample_set *out)
 		nrows, nhosts, (unsigned long long)s->ev_handled, (unsigned long long)s->stk_lost,
 		(unsigned long long)(smp_now_us() - t0));
 	for (i = 0; i < nrows; i++) {
-		e = smp_add_row(&rows[i], out);
+		e = smp_add_row(s, &rows[i], out);
 		if (e)
 			goto out;
 	}

@@ -142,6 +142,9 @@ void nupp_traces_purge(struct nupp_traces *t, __u64 now_us);
  * count, or -errno (-ENOENT: the trace is unknown and cannot be read any more). */
 int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, struct nupp_smp_frame *out,
 		       int max);
+/* Why the last nupp_traces_expand that failed did (a static text naming the cause), or
+ * NULL if none failed. */
+const char *nupp_traces_why(const struct nupp_traces *t);
 
 /* -- Helper samples (user/core/sampler.c) -------------------------------------------- */
 

@@ -150,6 +150,7 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 	smp_row_unname(r);
 	r->named_before = false;
 	r->lost_reason = NUPP_LOST_SYMBOLIZE;
+	r->sym_why = "its process could not be read to name it";
 	r->cut = (r->st->flags & NUPP_SMP_F_CUT) != 0;
 	if (!t || smp_target_ready(s, t))
 		return;
@@ -194,6 +195,8 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 		return;
 	}
 	if (e) {
+		r->sym_why = n >= 0 ? "a frame's function not named with proof (freed before a drain named it)"
+			: nupp_traces_why(t->traces) ? nupp_traces_why(t->traces) : "trace not decoded";
 		nupp_pr(NUPP_DEBUG, "PID %u: %llu samples not named (%s): %s trace %u depth %u flags %#x gen %llu\n",
 			r->key.tgid, (unsigned long long)smp_total(&r->c), strerror(-e),
 			n < 0 ? "trace expansion" : "symbolization", r->st->traceno, r->st->depth, r->st->flags,
@@ -204,6 +207,7 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 	if (r->cut) {
 		str = malloc(strlen(r->stack) + sizeof("[truncated];"));
 		if (!str) {
+			r->sym_why = "out of memory";
 			free(r->stack);
 			r->stack = NULL;
 			return;
@@ -216,13 +220,17 @@ static void smp_name_row(struct nupp_sampler *s, struct smp_row *r)
 }
 
 /* Adds a named row to out, or counts its samples lost. */
-int smp_add_row(struct smp_row *r, struct nupp_sample_set *out)
+int smp_add_row(struct nupp_sampler *s, struct smp_row *r, struct nupp_sample_set *out)
 {
 	struct nupp_sample_row row = { 0 };
 	char zone[32];
 
 	if (!r->stack) {
-		out->lost[r->lost_reason >= 0 ? r->lost_reason : NUPP_LOST_SYMBOLIZE] += smp_total(&r->c);
+		int why = r->lost_reason >= 0 ? r->lost_reason : NUPP_LOST_SYMBOLIZE;
+
+		out->lost[why] += smp_total(&r->c);
+		if (why == NUPP_LOST_SYMBOLIZE)
+			smp_sym_lost(s, r->sym_why ? r->sym_why : "not named", smp_total(&r->c));
 		return 0;
 	}
 	/* No zone module yet: id 0 is the path "", others keep their number. */
@@ -363,6 +371,7 @@ void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n,
 			if (rows[j].key.tgid == (__u32)t->pid && (all || rows[j].lost_reason == SMP_ROW_WAIT)) {
 				smp_row_unname(&rows[j]);
 				rows[j].lost_reason = NUPP_LOST_SYMBOLIZE;
+				rows[j].sym_why = "names not proven (prototypes still changing at the drain)";
 			}
 	}
 }

@@ -64,6 +64,8 @@ struct smp_attach {
 };
 
 /* The sampler: its BPF object, perf events, rings, targets, attachments, stacks held. */
+#define SMP_SYM_CAUSES 24 /* causes of 'symbolize' losses told apart */
+
 struct nupp_sampler {
 	struct nupp_sampler_opts opts;
 	struct sampler_bpf *skel;
@@ -73,6 +75,12 @@ struct nupp_sampler {
 	struct ring_buffer *rb;
 	struct ring_buffer *stk_rb; /* the stacks sent (stk_ring), emptied at each drain */
 	__u64 stk_lost;             /* stack records refused (malformed; out of memory) */
+	/* Samples lost as 'symbolize' so far, by cause (static texts; the last slot takes
+	 * any cause past the others). */
+	struct smp_sym_lost {
+		const char *why;
+		__u64 n;
+	} sym_lost[SMP_SYM_CAUSES];
 	struct bpf_link *flink[SMP_FOL_PROGS]; /* the process follower's programs, once attached */
 	bool fol_ring;             /* its ring buffer is read with the sampler's */
 	struct smp_target targets[NUPP_SMP_MAX_TARGETS];
@@ -140,6 +148,7 @@ struct smp_row {
 	bool borrowed;     /* stack is held's name, not a copy: never freed by the row */
 	char *stack;
 	int lost_reason;
+	const char *sym_why; /* lost as 'symbolize': why (static text) */
 	bool cut; /* named with a [truncated] root */
 };
 
@@ -206,7 +215,9 @@ __u64 smp_total(const struct nupp_smp_count *c);
  * table ft takes that name). */
 void smp_name_rows(struct nupp_sampler *s, struct smp_row *rows, size_t n, const struct nupp_frame_table *ft);
 /* Adds a named row to out, or counts its samples lost. */
-int smp_add_row(struct smp_row *r, struct nupp_sample_set *out);
+int smp_add_row(struct nupp_sampler *s, struct smp_row *r, struct nupp_sample_set *out);
+/* Counts n samples lost as 'symbolize' for cause why (sampler_stats.c). */
+void smp_sym_lost(struct nupp_sampler *s, const char *why, __u64 n);
 /* Keeps the names this drain gave with their records, for later drains. */
 void smp_hold_names(struct smp_row *rows, size_t n, unsigned long long table);
 /* Names the host samples of a drain ("[host];<symbol>") and adds them to out. */

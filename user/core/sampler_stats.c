@@ -33,6 +33,35 @@ void smp_lost_where(struct nupp_sampler *s)
 	}
 }
 
+/* Counts n samples lost as 'symbolize' for cause why: the causes are few static texts,
+ * told apart by address; past the table's room they share its last slot. */
+void smp_sym_lost(struct nupp_sampler *s, const char *why, __u64 n)
+{
+	int i;
+
+	if (!n)
+		return;
+	for (i = 0; i < SMP_SYM_CAUSES - 1; i++)
+		if (!s->sym_lost[i].why || s->sym_lost[i].why == why)
+			break;
+	if (i == SMP_SYM_CAUSES - 1 && s->sym_lost[i].why != why)
+		why = "other causes";
+	s->sym_lost[i].why = why;
+	s->sym_lost[i].n += n;
+}
+
+int nupp_sampler_symbolize_causes(struct nupp_sampler *s, const char **why, __u64 *n, int max)
+{
+	int i, k = 0;
+
+	for (i = 0; i < SMP_SYM_CAUSES && k < max; i++)
+		if (s->sym_lost[i].why) {
+			why[k] = s->sym_lost[i].why;
+			n[k++] = s->sym_lost[i].n;
+		}
+	return k;
+}
+
 /* Adds the run time and count of a program. */
 static int smp_prog_stats(struct bpf_program *prog, __u64 *run_time_ns, __u64 *run_cnt)
 {

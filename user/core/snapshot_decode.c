@@ -637,6 +637,18 @@ const char *tr_refusal_name(int why)
 	return why >= 0 && why < TR_REF__MAX ? names[why] : "?";
 }
 
+/* A refusal as a cause of lost samples. */
+const char *tr_refusal_cause(int why)
+{
+	static const char *const causes[TR_REF__MAX] = {
+#define TR_REFUSAL_CAUSE(id, text) [TR_REF_##id] = "trace snapshot not decoded: " text,
+		TR_REFUSALDEF(TR_REFUSAL_CAUSE)
+#undef TR_REFUSAL_CAUSE
+	};
+
+	return why >= 0 && why < TR_REF__MAX ? causes[why] : "trace snapshot not decoded";
+}
+
 /* Frees what a decode kept for itself. */
 void tr_dec_done(struct tr_dec *d)
 {

@@ -46,14 +46,17 @@ int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, s
 	int n = (int)st->depth, k, i, si;
 	__u64 pc, start;
 
-	if (n < 1 || n > max)
+	if (n < 1 || n > max) {
+		t->why = "a trace sample's stack is malformed";
 		return -EINVAL;
+	}
 	memcpy(out, st->frames, sizeof(*out) * n);
 	if (!(st->flags & NUPP_SMP_F_TRACE) || !(st->flags & NUPP_SMP_F_MCODE))
 		return n; /* IP in a C helper or exit stub: the caller chain is exact, no leaf */
 	e = tr_find(t, st);
 	if (!e) {
 		nupp_pr(NUPP_DEBUG, "trace %u: not decoded (no copy, and not readable now)\n", st->traceno);
+		t->why = "trace freed before it was copied or read";
 		return -ENOENT;
 	}
 	si = nupp_snap_search(e->mcofs, e->nsnap, st->mcofs);
@@ -63,6 +66,7 @@ int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, s
 	if (!sn->ok) {
 		nupp_pr(NUPP_DEBUG, "trace %u snapshot %d of %u: not decoded (%s)\n", st->traceno, si, e->nsnap,
 			tr_refusal_name(sn->why));
+		t->why = tr_refusal_cause(sn->why);
 		return -ENOENT;
 	}
 	/* The snapshot's slot 0 must be the frame the sample found at jit_base. It is not
@@ -81,12 +85,15 @@ int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, s
 				return n;
 			nupp_pr(NUPP_DEBUG, "trace %u snapshot %d of %u: its return PC is not in the frame "
 				"it returned into\n", st->traceno, si, e->nsnap);
+			t->why = "trace snapshot's return PC not in the frame it returned into";
 			return -ENOENT;
 		}
 		return n;
 	}
-	if (n + sn->nfr > max)
+	if (n + sn->nfr > max) {
+		t->why = "stack deeper than the frames kept";
 		return -E2BIG;
+	}
 	/* Inner frames first: innermost inlined frame gets the snapshot PC; each frame's
 	 * link is the return PC into the frame below it. */
 	memmove(out + sn->nfr, out, sizeof(*out) * n);
@@ -108,10 +115,17 @@ int nupp_traces_expand(struct nupp_traces *t, const struct nupp_smp_stack *st, s
 		if (i == 0 && f->pos < 0 && f->kind == NUPP_SMP_LUA) {
 			nupp_pr(NUPP_DEBUG, "trace %u snapshot %d of %u: its PC is not in its innermost frame\n",
 				st->traceno, si, e->nsnap);
+			t->why = "trace snapshot's PC not in its innermost frame";
 			return -ENOENT;
 		}
 		if (i < sn->nfr)
 			pc = sn->fr[sn->nfr - 1 - i].ret_pc;
 	}
 	return n + sn->nfr;
+}
+
+/* Why the last failed expansion failed. */
+const char *nupp_traces_why(const struct nupp_traces *t)
+{
+	return t->why;
 }

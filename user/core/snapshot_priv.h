@@ -107,6 +107,8 @@ enum tr_refusal {
 };
 
 const char *tr_refusal_name(int why);
+/* The same as a cause of lost samples ("trace snapshot not decoded: ..."). */
+const char *tr_refusal_cause(int why);
 
 /* One decoded trace. */
 struct tr_entry {
@@ -145,6 +147,7 @@ struct tr_entry {
 struct nupp_traces {
 	struct nupp_lj_layout lo;
 	int ops_ok; /* our LuaJIT headers number bytecodes and IR as the target does */
+	const char *why; /* why the last nupp_traces_expand failed (static text), or NULL */
 	nupp_read_fn read;
 	void *read_ctx;
 	struct tr_entry *b[TR_BUCKETS];
