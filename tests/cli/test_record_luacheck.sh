@@ -9,7 +9,7 @@
 # samples; 4 of it are allowed: a check of the larger stages, those of a few samples pass
 # with any count near 0). All stages together are within 2 %, the process's
 # samples its whole CPU time within 5 %, and at most 1 % of samples are lost, none as
-# mapFull.
+# mapFull; -v names a cause for every sample lost as symbolize.
 . "$(dirname "$0")/../support/lib.sh"
 need_root
 [ -f /usr/share/lua/5.1/luacheck/main.lua ] ||
@@ -23,7 +23,7 @@ mapfile -t files <"$TMP/files"
 
 # record exits with the target's status: luacheck's is 1 when it found warnings.
 rc=0
-"$NUPP_BPF" record -F $FREQ -o "$TMP/p.json" -- "$NUPP_LUAJIT" "$NUPP_TEST_DATA/luacheck/stages.lua" --no-cache --no-config -j 1 \
+"$NUPP_BPF" -v record -F $FREQ -o "$TMP/p.json" -- "$NUPP_LUAJIT" "$NUPP_TEST_DATA/luacheck/stages.lua" --no-cache --no-config -j 1 \
   "${files[@]}" "${files[@]}" "${files[@]}" "${files[@]}" "${files[@]}" >/dev/null 2>"$TMP/err" || rc=$?
 [ $rc -le 1 ] && grep -q "^nupp-bpf: wrote $TMP/p.json" "$TMP/err" ||
   { cat "$TMP/err" >&2; fail "record of luacheck failed (exit $rc)"; }
@@ -75,4 +75,7 @@ assert abs(got_all - want_all) <= 0.02 * want_all, f"all stages: {got_all} sampl
 assert abs(total + nlost - cpu * freq) <= 0.05 * cpu * freq, f"{total} + {nlost} samples for {cpu} s"
 assert nlost * 100 <= total, f"{nlost} of {total} samples lost: {lost}"
 assert lost.get("mapFull", 0) == 0, lost
+# -v names the cause of every sample lost as symbolize.
+causes = [(int(n), why) for n, why in re.findall(r"^nupp-bpf: lost as symbolize: (\d+) samples: (.+)$", err, re.M)]
+assert sum(n for n, _ in causes) == lost["symbolize"], f"{lost['symbolize']} lost as symbolize, causes {causes}"
 PY
