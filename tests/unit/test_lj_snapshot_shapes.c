@@ -20,6 +20,18 @@
 
 #include "lj_snapshot_test.h"
 
+/* A new VM with the standard libraries that has run chunk (len bytes) and holds its nret
+ * results. */
+static lua_State *run_chunk(const char *chunk, size_t len, int nret)
+{
+	lua_State *L = luaL_newstate();
+
+	luaL_openlibs(L);
+	ck_assert_int_eq(luaL_loadbuffer(L, chunk, len, "=shapes"), 0);
+	ck_assert_int_eq(lua_pcall(L, 0, nret, 0), 0);
+	return L;
+}
+
 /* Whether snapshot s of T has an inlined frame whose function slot is not a constant,
  * and the depth (frames above the start frame) of the topmost such frame. */
 static int snap_spec_depth(GCtrace *T, SnapNo s)
@@ -146,14 +158,11 @@ static const char *chunk_closure =
 
 START_TEST(closure_called_by_prototype_is_named)
 {
-	lua_State *L = luaL_newstate();
+	lua_State *L = run_chunk(chunk_closure, strlen(chunk_closure), 2);
 	GCproto *phot, *pcl;
 	/* Line 4's comparison or line 5's work, called by line 11's CALL. */
 	struct spec_want x = { .kind = NUPP_SMP_LUA, .line_lo = 4, .line_hi = 5, .call_line = 11, .call_op = BC_CALL };
 
-	luaL_openlibs(L);
-	ck_assert_int_eq(luaL_loadbuffer(L, chunk_closure, strlen(chunk_closure), "=shapes"), 0);
-	ck_assert_int_eq(lua_pcall(L, 0, 2, 0), 0);
 	phot = funcproto((GCfunc *)lua_topointer(L, 1));
 	pcl = funcproto((GCfunc *)lua_topointer(L, 2));
 	x.want = (__u64)(uintptr_t)pcl;
@@ -182,14 +191,11 @@ static const char *chunk_wrap =
 
 START_TEST(builtin_called_by_ffid_is_named)
 {
-	lua_State *L = luaL_newstate();
+	lua_State *L = run_chunk(chunk_wrap, strlen(chunk_wrap), 1);
 	GCproto *phot;
 	/* Called by the for loop's ITERC on line 7. */
 	struct spec_want x = { .kind = NUPP_SMP_FF, .want = FF_coroutine_wrap_aux, .call_line = 7, .call_op = BC_ITERC };
 
-	luaL_openlibs(L);
-	ck_assert_int_eq(luaL_loadbuffer(L, chunk_wrap, strlen(chunk_wrap), "=shapes"), 0);
-	ck_assert_int_eq(lua_pcall(L, 0, 1, 0), 0);
 	phot = funcproto((GCfunc *)lua_topointer(L, 1));
 	ck_assert_int_gt(check_spec_frames(L, phot, &x), 0);
 	lua_close(L);
@@ -278,15 +284,12 @@ START_TEST(return_below_the_start_frame_is_named)
 	int n[3] = { 0, 0, 0 }, run, found = 0;
 
 	for (run = 0; run < 40 && !(n[0] && n[1] && n[2]); run++) {
-		lua_State *L = luaL_newstate();
+		lua_State *L = run_chunk(chunk_retf, strlen(chunk_retf), 2);
 		GCproto *pout, *pin;
 		jit_State *J;
 		TraceNo i;
 		IRRef ref;
 
-		luaL_openlibs(L);
-		ck_assert_int_eq(luaL_loadbuffer(L, chunk_retf, strlen(chunk_retf), "=shapes"), 0);
-		ck_assert_int_eq(lua_pcall(L, 0, 2, 0), 0);
 		pout = funcproto((GCfunc *)lua_topointer(L, 1));
 		pin = funcproto((GCfunc *)lua_topointer(L, 2));
 		J = G2J(G(L));
