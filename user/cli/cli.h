@@ -4,6 +4,7 @@
 
 #include <stdbool.h>
 #include <stdio.h>
+#include <sys/types.h>
 
 struct cli_cmd {
 	const char *name;
@@ -34,10 +35,25 @@ bool cli_format_opt(const char *name, bool allow_csv, int *fmt);
 /* Parses --top N into *top; false after printing the error. */
 bool cli_top_opt(const char *s, int *top);
 
+/* -- The processes the profiling commands start, and their clock (cli_proc.c) -- */
+
+/* Forks the command, blocked on a gate until the probes are attached (run as the
+ * invoking user under sudo). Returns the PID, gate write end in *gate. */
+pid_t cli_spawn(char **cmd, int *gate, bool stdout_to_stderr);
+/* Joins argv into one space-separated string (for the profile's meta). */
+char *cli_join(int argc, char **argv);
+/* Hands the session's kernel objects to a detached closer process, which releases them
+ * right after this process exits. */
+void cli_close_later(void);
+/* The detached closer, started as "nupp-bpf-detach PIDFD" by cli_close_later. */
+void cli_closer(int pidfd) __attribute__((noreturn));
+/* wait_ms, or less: no later than time until (now being now). */
+int cli_wait_until(int wait_ms, double until, double now);
+/* Monotonic seconds. */
+double cli_now(void);
+
 /* Subcommands, one file each (user/cmd_<name>.c). */
 int cmd_record(int argc, char **argv);
-/* The detached closer record starts as "nupp-bpf-detach PIDFD" (see record_proc.c). */
-void record_closer(int pidfd) __attribute__((noreturn));
 int cmd_report(int argc, char **argv);
 int cmd_vms(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);

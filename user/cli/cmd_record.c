@@ -327,9 +327,9 @@ static int record_run(int argc, char **argv)
 		/* Not LuaJIT (a wrapper, env, sh -c): followed until it execs our LuaJIT. */
 		if (err == -ENOEXEC && !o.quiet)
 			fprintf(stderr, "nupp-bpf: %s; following it until it runs our LuaJIT\n", nupp_errmsg());
-		target = record_join(argc - optind, argv + optind);
+		target = cli_join(argc - optind, argv + optind);
 	}
-	cmdline = record_join(argc, argv);
+	cmdline = cli_join(argc, argv);
 	{
 		struct nupp_session_opts so = {
 			.sz = sizeof(so), .samples = true, .aborts = o.aborts, .freq_hz = o.freq, .depth = o.depth,
@@ -346,7 +346,7 @@ static int record_run(int argc, char **argv)
 		}
 	}
 	if (o.cmd) {
-		pid = record_spawn(o.cmd, &gate, to_stdout);
+		pid = cli_spawn(o.cmd, &gate, to_stdout);
 		record_child = pid;
 		if (pid < 0) {
 			cli_error("cannot start %s: %s", o.cmd[0], strerror(errno));
@@ -380,7 +380,7 @@ static int record_run(int argc, char **argv)
 		fprintf(stderr, "nupp-bpf: recording %s %d at %d Hz%s; Ctrl-C to stop\n",
 			o.cmd ? "command, PID" : "PID", (int)pid, o.freq, o.aborts ? " with trace aborts" : "");
 	nupp_session_start(ses);
-	t0 = record_now();
+	t0 = cli_now();
 	next_status = t0 + 1;
 	status_line = !o.quiet && isatty(2);
 	if (gate >= 0) {
@@ -392,13 +392,13 @@ static int record_run(int argc, char **argv)
 	while (!record_stop_sig) {
 		/* Asleep until an event, a drain, the target's exit or a signal (the wake fd);
 		 * without it, in steps of RECORD_STEP_MS. */
-		double now = record_now();
+		double now = cli_now();
 		int wait_ms = wake >= 0 && pidfd >= 0 ? RECORD_WAIT_MS : RECORD_STEP_MS;
 
 		if (o.duration > 0)
-			wait_ms = record_wait_until(wait_ms, t0 + o.duration, now);
+			wait_ms = cli_wait_until(wait_ms, t0 + o.duration, now);
 		if (status_line)
-			wait_ms = record_wait_until(wait_ms, next_status, now);
+			wait_ms = cli_wait_until(wait_ms, next_status, now);
 		err = nupp_session_poll(ses, wait_ms);
 		if (err < 0 && err != -EINTR) {
 			cli_error("sampling failed: %s", nupp_errmsg());
@@ -417,11 +417,11 @@ static int record_run(int argc, char **argv)
 		} else if (o.pid && kill(o.pid, 0) && errno == ESRCH) {
 			break;
 		}
-		if (o.duration > 0 && record_now() - t0 >= o.duration)
+		if (o.duration > 0 && cli_now() - t0 >= o.duration)
 			break;
-		if (status_line && record_now() >= next_status) {
-			record_status(ses, record_now() - t0, false);
-			next_status = record_now() + 1;
+		if (status_line && cli_now() >= next_status) {
+			record_status(ses, cli_now() - t0, false);
+			next_status = cli_now() + 1;
 		}
 	}
 	if (status_line)
@@ -451,7 +451,7 @@ static int record_run(int argc, char **argv)
 	ret = record_write(&o, prof, failed) ? 1 : 0;
 	record_written = 1;
 	/* Nothing the profile needs comes after: a second Ctrl-C from here on exits at once. */
-	record_close_later();
+	cli_close_later();
 	if (!o.quiet)
 		record_summary(&o, &prof->samples, &prof->aborts, prof->meta.duration_sec, failed);
 	if (o.top) {
@@ -505,7 +505,7 @@ out:
 	/* The probes are detached by a closer process after we exit: this one then exits at
 	 * once (its own closes only drop references). */
 	if (ses)
-		record_close_later();
+		cli_close_later();
 	nupp_session_profile_free(prof);
 	nupp_session_close(ses);
 	free(cmdline);

@@ -61,7 +61,7 @@ int main(int argc, char **argv)
 	int argi = 1;
 
 	if (argc == 2 && strcmp(argv[0], "nupp-bpf-detach") == 0)
-		record_closer(atoi(argv[1]));
+		cli_closer(atoi(argv[1]));
 	nupp_set_print(cli_print);
 	libbpf_set_print(cli_libbpf_print);
 	while (argi < argc && argv[argi][0] == '-') {

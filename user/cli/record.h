@@ -1,8 +1,7 @@
 /* Internals of the record subcommand shared by its files: user/cli/cmd_record.c (options
- * and the top-level flow), record_signal.c (stop signals and the wait), record_proc.c (the
- * command started and the detached closer), record_output.c (the outputs and the lines
- * printed about them), record_verbose.c (the -v statistics). Nothing outside record's
- * files includes it. */
+ * and the top-level flow), record_signal.c (stop signals and the wait), record_output.c
+ * (the outputs and the lines printed about them), record_verbose.c (the -v statistics).
+ * Nothing outside record's files includes it. */
 #ifndef NUPP_CLI_RECORD_H
 #define NUPP_CLI_RECORD_H
 
@@ -44,26 +43,11 @@ extern volatile pid_t record_child;             /* the command started, interrup
 extern volatile sig_atomic_t record_sigpipe;    /* written by a stop signal: ends the wait */
 extern int record_sigpipe_in;                   /* its read end */
 
-/* wait_ms, or less: no later than time until (now being now). */
-int record_wait_until(int wait_ms, double until, double now);
 /* The fd record waits on besides the session's events: the stop signals' pipe and pidfd
  * (-1: none) in an epoll set; -1 when it cannot be made (then it waits in short steps). */
 int record_wake_fd(int pidfd);
 /* Installs the stop handlers (no SA_RESTART, so poll returns at once). */
 void record_signals(void);
-/* Monotonic seconds. */
-double record_now(void);
-
-/* -- The processes record starts (record_proc.c) -- */
-
-/* Forks the command, blocked on a gate until the probes are attached (run as the
- * invoking user under sudo). Returns the PID, gate write end in *gate. */
-pid_t record_spawn(char **cmd, int *gate, bool stdout_to_stderr);
-/* Joins argv into one space-separated string (for the profile's meta). */
-char *record_join(int argc, char **argv);
-/* Hands the session's kernel objects to a detached closer process, which releases them
- * right after this process exits (record_closer in user/cli/cli.h). */
-void record_close_later(void);
 
 /* -- Outputs and what is printed about them (record_output.c) -- */
 

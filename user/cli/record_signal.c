@@ -1,12 +1,11 @@
 /* record's stop signals and its wait: the handlers of Ctrl-C / SIGTERM / SIGHUP (a second
- * Ctrl-C exits), the pipe they write to wake the wait, and the clock it waits by. What to
- * do once stopped is the caller's (user/cli/cmd_record.c). */
+ * Ctrl-C exits) and the pipe they write to wake the wait. What to do once stopped is the
+ * caller's (user/cli/cmd_record.c). */
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/epoll.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "record.h"
@@ -40,14 +39,6 @@ static void record_on_signal(int sig)
 		}
 		errno = saved;
 	}
-}
-
-/* wait_ms, or less: no later than time until (now being now). */
-int record_wait_until(int wait_ms, double until, double now)
-{
-	if ((until - now) * 1000 >= wait_ms)
-		return wait_ms;
-	return until > now ? (int)((until - now) * 1000) + 1 : 0;
 }
 
 /* The fd record waits on besides the session's events: an epoll set of a pipe that the
@@ -93,13 +84,4 @@ void record_signals(void)
 	sigaction(SIGTERM, &sa, NULL);
 	sigaction(SIGHUP, &sa, NULL);
 	signal(SIGPIPE, SIG_IGN); /* a closed pipe ends that output with a message, not the record */
-}
-
-/* Monotonic seconds. */
-double record_now(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
 }

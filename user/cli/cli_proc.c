@@ -1,6 +1,7 @@
-/* The processes record starts: the command it profiles (held on a gate until the probes
- * are attached) and the detached closer that releases the kernel objects after record
- * exits. Attaching to them is the session's (user/cli/cmd_record.c calls it). */
+/* The processes the profiling commands (record, top, dump) start: the command profiled
+ * (held on a gate until the probes are attached) and the detached closer that releases
+ * the kernel objects after the command exits; and the clock their waits go by. Attaching
+ * to the processes is the session's. */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -15,19 +16,19 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "cli.h"
-#include "record.h"
 
-#define RECORD_CLOSER_FDS 4096  /* descriptors the closer process releases, at most */
-#define RECORD_CLOSER_THREADS 32 /* closing side by side */
+#define CLI_CLOSER_FDS 4096  /* descriptors the closer process releases, at most */
+#define CLI_CLOSER_THREADS 32 /* closing side by side */
 
 /* -- The command ----------------------------------------------------------- */
 
 /* Forks the command, blocked on a gate until the probes are attached. Under sudo the
  * child runs as the invoking user. Returns the PID, gate write end in *gate. */
-pid_t record_spawn(char **cmd, int *gate, bool stdout_to_stderr)
+pid_t cli_spawn(char **cmd, int *gate, bool stdout_to_stderr)
 {
 	pid_t pid, parent = getpid();
 	int fds[2];
@@ -60,7 +61,7 @@ pid_t record_spawn(char **cmd, int *gate, bool stdout_to_stderr)
 			}
 		}
 		/* The command is stopped with us (SIGTERM) rather than left running unprofiled
-		 * when record is killed outright (kill -9); set after the drop to SUDO_UID,
+		 * when nupp-bpf is killed outright (kill -9); set after the drop to SUDO_UID,
 		 * which clears it, and checked against a parent already gone. */
 		if (prctl(PR_SET_PDEATHSIG, SIGTERM) || getppid() != parent)
 			_exit(126);
@@ -74,7 +75,7 @@ pid_t record_spawn(char **cmd, int *gate, bool stdout_to_stderr)
 }
 
 /* Joins argv into one space-separated string (for the profile's meta). */
-char *record_join(int argc, char **argv)
+char *cli_join(int argc, char **argv)
 {
 	size_t len = 1;
 	char *s;
@@ -94,16 +95,16 @@ char *record_join(int argc, char **argv)
 /* -- The detached closer --------------------------------------------------- */
 
 /* The descriptors a closer releases, and the next one to take. */
-struct record_fds {
-	int fd[RECORD_CLOSER_FDS];
+struct cli_fds {
+	int fd[CLI_CLOSER_FDS];
 	int n;
 	int next;
 };
 
 /* A closer thread: closes descriptors until none is left. */
-static void *record_close_some(void *arg)
+static void *cli_close_some(void *arg)
 {
-	struct record_fds *f = arg;
+	struct cli_fds *f = arg;
 	int i;
 
 	while ((i = __atomic_fetch_add(&f->next, 1, __ATOMIC_SEQ_CST)) < f->n)
@@ -111,15 +112,15 @@ static void *record_close_some(void *arg)
 	return NULL;
 }
 
-/* The closer process: once the record process (pidfd) has exited, closes every
+/* The closer process: once the nupp-bpf process (pidfd) has exited, closes every
  * descriptor it was given, side by side, and exits. The last close of a uprobe's perf
  * event unregisters it, which waits for kernel grace periods: many at once share them.
- * Started by record_close_later as "nupp-bpf-detach PIDFD", in a session of its own. */
-void __attribute__((noreturn)) record_closer(int pidfd)
+ * Started by cli_close_later as "nupp-bpf-detach PIDFD", in a session of its own. */
+void __attribute__((noreturn)) cli_closer(int pidfd)
 {
 	struct pollfd p = { .fd = pidfd, .events = POLLIN };
-	static struct record_fds f;
-	pthread_t th[RECORD_CLOSER_THREADS];
+	static struct cli_fds f;
+	pthread_t th[CLI_CLOSER_THREADS];
 	int null = open("/dev/null", O_RDWR | O_CLOEXEC), nth = 0, i;
 	struct dirent *de;
 	DIR *d;
@@ -132,11 +133,11 @@ void __attribute__((noreturn)) record_closer(int pidfd)
 	/* Holding none of the terminal's pipes open. */
 	for (i = 0; i < 3 && null >= 0; i++)
 		dup2(null, i);
-	/* Until the record process has dropped its references: then ours are the last. */
+	/* Until the nupp-bpf process has dropped its references: then ours are the last. */
 	while (poll(&p, 1, -1) < 0 && errno == EINTR)
 		;
 	d = opendir("/proc/self/fd");
-	while (d && (de = readdir(d)) && f.n < RECORD_CLOSER_FDS) {
+	while (d && (de = readdir(d)) && f.n < CLI_CLOSER_FDS) {
 		int fd = atoi(de->d_name);
 
 		if (de->d_name[0] != '.' && fd > 2 && fd != dirfd(d))
@@ -144,10 +145,10 @@ void __attribute__((noreturn)) record_closer(int pidfd)
 	}
 	if (d)
 		closedir(d);
-	while (nth < RECORD_CLOSER_THREADS && nth < f.n &&
-	       pthread_create(&th[nth], NULL, record_close_some, &f) == 0)
+	while (nth < CLI_CLOSER_THREADS && nth < f.n &&
+	       pthread_create(&th[nth], NULL, cli_close_some, &f) == 0)
 		nth++;
-	record_close_some(&f);
+	cli_close_some(&f);
 	for (i = 0; i < nth; i++)
 		pthread_join(th[i], NULL);
 	_exit(0);
@@ -160,7 +161,7 @@ void __attribute__((noreturn)) record_closer(int pidfd)
  * process's memory, which a fork would make every later write of this process pay for
  * page by page), given every descriptor at its own number. Without a closer (the spawn
  * failed), the exit waits for the detach. */
-void record_close_later(void)
+void cli_close_later(void)
 {
 	static bool handed;
 	posix_spawn_file_actions_t fa;
@@ -195,4 +196,23 @@ void record_close_later(void)
 	posix_spawn_file_actions_destroy(&fa);
 	posix_spawnattr_destroy(&at);
 	close(pidfd);
+}
+
+/* -- The clock ------------------------------------------------------------ */
+
+/* wait_ms, or less: no later than time until (now being now). */
+int cli_wait_until(int wait_ms, double until, double now)
+{
+	if ((until - now) * 1000 >= wait_ms)
+		return wait_ms;
+	return until > now ? (int)((until - now) * 1000) + 1 : 0;
+}
+
+/* Monotonic seconds. */
+double cli_now(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
 }
