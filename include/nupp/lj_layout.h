@@ -19,7 +19,7 @@
 #endif
 
 #define NUPP_LJ_LAYOUT_MAGIC 0x4c4a4250u /* "PBJL": LuaJIT BPF layout */
-#define NUPP_LJ_LAYOUT_VERSION 10u
+#define NUPP_LJ_LAYOUT_VERSION 11u
 #define NUPP_LJ_LAYOUT_SYMBOL "luajit_bpf_layout"
 #define NUPP_LJ_VMLIST_SYMBOL "luajit_bpf_vmlist"
 #define NUPP_LJ_VMLIST_MAX 16
@@ -255,6 +255,18 @@ struct nupp_lj_layout {
 	 * constant of this type, which the trace copy names as it names functions. */
 	__u8 irt_proto; /* IRT_PROTO */
 	__u8 pad10[7];
+
+	/* -- Local variables (version 11), for `nupp-bpf dump --locals`. A prototype's
+	 * varinfo (in its allocation) lists its variables by the PC their range starts at:
+	 * a name (NUL-terminated, or one byte below varname_max for a name of the compiler's
+	 * own, VARNAME_END = 0 ending the list), the start as a ULEB128 delta from the one
+	 * before, the length of the range in instructions (ULEB128). The variables live at a
+	 * PC are the frame's slots 0, 1, ... in that order (lj_debug.c debug_varname). */
+	__u32 pt_varinfo;  /* MRef: the varinfo stream */
+	__u32 varname_max; /* VARNAME__MAX */
+	/* The tag of each kind of value a local shows (itype of a TValue, GC64: bits 47+). */
+	__u32 itype_nil, itype_false, itype_true, itype_str, itype_tab, itype_udata;
+	__u32 itype_lightud, itype_numx, itype_cdata, itype_proto;
 };
 
 /* The VMs a process has open, kept by the patched lua_newstate/lua_close, so a loader

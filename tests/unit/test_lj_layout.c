@@ -11,6 +11,7 @@
 #include "lj_bc.h"
 #include "lj_dispatch.h"
 #include "lj_vm.h"
+#include "lj_debug.h"
 #include "lj_ccall.h"
 #include "lauxlib.h"
 #include "lualib.h"
@@ -156,6 +157,19 @@ START_TEST(layout_jit)
 	ck_assert_uint_eq(LO->ref_true, REF_TRUE);
 	ck_assert_uint_eq(LO->ir_knum, IR_KNUM);
 	ck_assert_uint_eq(LO->ir_kint64, IR_KINT64);
+	/* Local variables and the tags of their values (version 11). */
+	OFS(pt_varinfo, GCproto, varinfo);
+	ck_assert_uint_eq(LO->varname_max, VARNAME__MAX);
+	ck_assert_uint_eq(LO->itype_nil, LJ_TNIL);
+	ck_assert_uint_eq(LO->itype_false, LJ_TFALSE);
+	ck_assert_uint_eq(LO->itype_true, LJ_TTRUE);
+	ck_assert_uint_eq(LO->itype_str, LJ_TSTR);
+	ck_assert_uint_eq(LO->itype_tab, LJ_TTAB);
+	ck_assert_uint_eq(LO->itype_udata, LJ_TUDATA);
+	ck_assert_uint_eq(LO->itype_lightud, LJ_TLIGHTUD);
+	ck_assert_uint_eq(LO->itype_numx, LJ_TISNUM);
+	ck_assert_uint_eq(LO->itype_cdata, LJ_TCDATA);
+	ck_assert_uint_eq(LO->itype_proto, LJ_TPROTO);
 }
 END_TEST
 
