@@ -75,6 +75,9 @@ NUPP_WALK_INLINE int nupp_walk_emit(struct nupp_walk *w, __u8 kind, __u64 ptr, _
 	f->link = link;
 	f->pad = 0;
 	w->hash = nupp_walk_mix_frame(w->hash, f);
+#ifdef NUPP_WALK_EMIT_HOOK
+	NUPP_WALK_EMIT_HOOK(w, d); /* userspace only: where the frame lies */
+#endif
 	w->st.depth = d + 1;
 	return 0;
 }

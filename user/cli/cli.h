@@ -59,12 +59,14 @@ int cmd_vms(int argc, char **argv);
 int cmd_doctor(int argc, char **argv);
 int cmd_diff(int argc, char **argv);
 int cmd_top(int argc, char **argv);
+int cmd_dump(int argc, char **argv);
 
 /* The command table entries of the subcommands, in the order --help lists them. */
 #define CLI_CMDS                                                                                   \
 	{ "record", cmd_record, "sample Lua stacks and count JIT trace aborts of a process or command" }, \
 	{ "report", cmd_report, "render a saved profile: flame graph, speedscope, pprof, top table, ..." }, \
 	{ "top", cmd_top, "a live table of the hottest functions of a running process, or one table" },   \
+	{ "dump", cmd_dump, "print where each thread of a process is now: its Lua stack, VM state, locals" }, \
 	{ "diff", cmd_diff, "compare profiles; exit 1 on a regression beyond threshold and noise" },      \
 	{ "vms", cmd_vms, "list the LuaJIT VMs of a process (g, layout, probes)" },                    \
 	{ "doctor", cmd_doctor, "check what record needs here (privileges, kernel, a PID's LuaJIT)" },
