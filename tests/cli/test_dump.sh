@@ -66,6 +66,15 @@ awk '/io.read/{a=NR} /blocked.lua:read_input/{b=NR} /n = 42/{c=NR} END{exit !(a 
 exec 7>&-
 kill "$target"
 
+# 1b. The zone path open in the VM (nupp.zone), read from memory too.
+start "$NUPP_LUAJIT" "$DATA/cli/blocked.lua" zone
+wait_blocked
+"$NUPP_BPF" dump --json -p "$target" >"$TMP/z.json" || fail "dump of a zoned thread"
+python3 -c 'import json,sys; [t] = json.load(open(sys.argv[1]))["threads"]; assert t["zonePath"] == "request/parse", t["zonePath"]; assert t["frames"][-2]["name"] == "blocked.lua:read_input"' \
+  "$TMP/z.json" || fail "the zone path of a blocked thread"
+exec 7>&-
+kill "$target"
+
 # 2. Blocked in poll(2) called through the FFI from interpreted code.
 start "$NUPP_LUAJIT" "$DATA/cli/blocked.lua" ffi
 wait_blocked

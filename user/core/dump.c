@@ -224,19 +224,39 @@ static int dump_walk(struct dump_ctx *c, const struct nupp_vm *vm, struct nupp_w
 	return res;
 }
 
-/* Names the walk's frames into t (outermost first), by function and by line; 0 or -errno. */
+/* Names the walk's frames into t (outermost first), by function and by line; 0 or -errno.
+ * A walk in a trace is expanded as the sampler's are (its inlined frames, when the IP is
+ * in the trace's code); one in a C helper the interpreter called is not proven from
+ * memory alone (whether the helper's call site stored BASE is the sampler's knowledge). */
 static int dump_name(struct dump_ctx *c, struct dump_vmsym *vs, struct nupp_dump_thread *t)
 {
 	const struct nupp_smp_stack *st = &c->w->st;
-	int n = (int)st->depth, i, err = 0;
+	static __thread struct nupp_smp_frame fr[NUPP_SMP_MAX_DEPTH + 64];
+	int n, i, err = 0;
 	char buf[1024];
 
+	nupp_pr(NUPP_DEBUG, "dump: thread %d: walk mode %u, flags %#x, trace %u, %u frames\n", (int)t->tid,
+		c->w->mode, st->flags, st->traceno, st->depth);
+	if (st->flags & NUPP_SMP_F_HELPER) {
+		t->how = NUPP_DUMP_FAILED;
+		t->why = strdup("it is in a C helper of the interpreter, whose frame memory alone does not prove");
+		return t->why ? 0 : -ENOMEM;
+	}
+	n = nupp_traces_expand(vs->traces, st, fr, (int)(sizeof(fr) / sizeof(fr[0])));
+	if (n < 0) {
+		const char *why = nupp_traces_why(vs->traces);
+
+		t->how = NUPP_DUMP_FAILED;
+		snprintf(buf, sizeof(buf), "its trace could not be decoded (%s)", why ? why : "unknown");
+		t->why = strdup(buf);
+		return t->why ? 0 : -ENOMEM;
+	}
 	t->frames = calloc((size_t)n + 1, sizeof(*t->frames));
 	if (!t->frames)
 		return -ENOMEM;
 	for (i = n - 1; i >= 0; i--) {
-		const struct nupp_smp_frame *f = &st->frames[i];
-		const struct nupp_smp_frame *caller = i + 1 < n ? &st->frames[i + 1] : NULL;
+		const struct nupp_smp_frame *f = &fr[i];
+		const struct nupp_smp_frame *caller = i + 1 < n ? &fr[i + 1] : NULL;
 		struct nupp_dump_frame *o = &t->frames[t->nframes];
 
 		if (f->kind == NUPP_SMP_CORO) {
@@ -248,7 +268,7 @@ static int dump_name(struct dump_ctx *c, struct dump_vmsym *vs, struct nupp_dump
 				o->lua = true;
 				if (!nupp_sym_frame(vs->lines, f, caller, 0, buf, sizeof(buf)))
 					o->where = strdup(buf);
-				if (c->o.locals && c->bases[i])
+				if (c->o.locals && i < (int)st->depth && c->bases[i] && !(st->flags & NUPP_SMP_F_TRACE))
 					dump_locals(c, vs->vm, f, c->bases[i], o);
 			}
 		}
@@ -273,11 +293,14 @@ static struct dump_vmsym *dump_vmsym(struct dump_ctx *c, const struct nupp_vm *v
 	c->syms[c->nsyms].vm = vm;
 	c->syms[c->nsyms].names = nupp_sym_new(c->pid, &vm->layout, false, dump_sym_read, &c->mem);
 	c->syms[c->nsyms].lines = nupp_sym_new(c->pid, &vm->layout, true, dump_sym_read, &c->mem);
-	if (!c->syms[c->nsyms].names || !c->syms[c->nsyms].lines) {
+	c->syms[c->nsyms].traces = nupp_traces_new(&vm->layout, dump_sym_read, &c->mem);
+	if (!c->syms[c->nsyms].names || !c->syms[c->nsyms].lines || !c->syms[c->nsyms].traces) {
 		nupp_sym_free(c->syms[c->nsyms].names);
 		nupp_sym_free(c->syms[c->nsyms].lines);
+		nupp_traces_free(c->syms[c->nsyms].traces);
 		return NULL;
 	}
+	nupp_traces_set_sym(c->syms[c->nsyms].traces, c->syms[c->nsyms].names);
 	for (i = 0; i < 2; i++) {
 		struct nupp_sym *s = i ? c->syms[c->nsyms].lines : c->syms[c->nsyms].names;
 
@@ -431,6 +454,7 @@ out:
 		closedir(dir);
 	if (c) {
 		for (i = 0; i < c->nsyms; i++) {
+			nupp_traces_free(c->syms[i].traces);
 			nupp_sym_free(c->syms[i].names);
 			nupp_sym_free(c->syms[i].lines);
 		}

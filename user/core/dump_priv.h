@@ -35,12 +35,14 @@ int dump_mem_read(struct dump_mem *m, __u64 addr, void *dst, size_t sz);
 struct nupp_sym;
 struct nupp_zones;
 struct nupp_walk;
+struct nupp_traces;
 
 /* The two symbolizers of one VM: frames named by function and by line. */
 struct dump_vmsym {
 	__u64 g;
 	const struct nupp_vm *vm;
 	struct nupp_sym *names, *lines;
+	struct nupp_traces *traces; /* a walk in a trace is expanded by its snapshot */
 };
 
 struct dump_ctx {

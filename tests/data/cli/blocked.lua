@@ -1,7 +1,7 @@
 -- dump's test workload: a known call graph that ends blocked in a system call, with
 -- known locals. main() calls read_input() (not a tail call), which blocks in io.read
 -- until stdin has a line; with arg[1] = "ffi" it blocks in poll(2) through the FFI
--- instead, interpreted.
+-- instead, interpreted; with "zone" it reads in the zone path request/parse.
 local mode = arg and arg[1] or "read"
 
 local function read_input(prompt)
@@ -27,5 +27,5 @@ local function main()
   return r, t
 end
 
-local res = main()
+if mode == "zone" then local zone = require("nupp.zone") zone("request") zone("parse") end local res = main()
 io.stdout:write("done ", tostring(res), "\n")
