@@ -108,6 +108,7 @@ assert t["how"] == "sampled" and t["vmState"] == "compiled", t
 assert t["samplesOfStack"] >= 0.95 * t["samples"] and t["samples"] >= 100, t
 got = [(f["name"], f["where"]) for f in t["frames"]]
 assert got == [("pmain", None), ("spin.lua:0", "spin.lua:4"), ("spin.lua:f", "spin.lua:3")], got
+assert [f["lua"] for f in t["frames"]] == [False, True, True], t["frames"]
 EOF
 kill -9 "$target"
 # The samplers are released after exit (by the closer process).

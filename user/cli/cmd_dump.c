@@ -337,9 +337,14 @@ static json_t *dump_json_thread(const struct nupp_dump_thread *t, const struct d
 		for (i = 0; i < nn; i++) {
 			json_t *fr = json_object();
 
+			bool lua = nl == nn && strcmp(lines[i], names[i]);
+
+			/* A frame the line sampler names apart is a Lua function's; no locals are
+			 * read for a thread on a CPU. */
 			json_object_set_new(fr, "name", json_string(names[i]));
-			json_object_set_new(fr, "where", nl == nn && strcmp(lines[i], names[i]) ? json_string(lines[i])
-										    : json_null());
+			json_object_set_new(fr, "where", lua ? json_string(lines[i]) : json_null());
+			json_object_set_new(fr, "lua", json_boolean(lua));
+			json_object_set_new(fr, "locals", json_array());
 			json_array_append_new(frames, fr);
 		}
 		dump_free_split(names, nn);
