@@ -35,6 +35,11 @@ bool cli_format_opt(const char *name, bool allow_csv, int *fmt);
 /* Parses --top N into *top; false after printing the error. */
 bool cli_top_opt(const char *s, int *top);
 
+/* Parse -p PID, -F HZ, --depth N (1..NUPP_SMP_MAX_DEPTH); false after printing the error. */
+bool cli_pid_opt(const char *s, pid_t *pid);
+bool cli_freq_opt(const char *s, int *hz);
+bool cli_depth_opt(const char *s, int *depth);
+
 /* -- The processes the profiling commands start, and their clock (cli_proc.c) -- */
 
 /* Forks the command, blocked on a gate until the probes are attached (run as the

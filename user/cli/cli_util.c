@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "nupp/profile.h"
+#include "nupp/sampler_abi.h"
 #include "cli.h"
 
 int cli_verbose;
@@ -70,5 +71,44 @@ bool cli_top_opt(const char *s, int *top)
 		return false;
 	}
 	*top = (int)v;
+	return true;
+}
+
+/* Parses -p PID into *pid; false after printing the error. */
+bool cli_pid_opt(const char *s, pid_t *pid)
+{
+	long v;
+
+	if (!cli_int(s, 1, 4194304, &v)) {
+		cli_error("invalid PID '%s': expected a positive integer", s);
+		return false;
+	}
+	*pid = (pid_t)v;
+	return true;
+}
+
+/* Parses -F HZ into *hz; false after printing the error. */
+bool cli_freq_opt(const char *s, int *hz)
+{
+	long v;
+
+	if (!cli_int(s, 1, 100000, &v)) {
+		cli_error("invalid frequency '%s': expected 1..100000 Hz", s);
+		return false;
+	}
+	*hz = (int)v;
+	return true;
+}
+
+/* Parses --depth N into *depth (1..NUPP_SMP_MAX_DEPTH); false after printing the error. */
+bool cli_depth_opt(const char *s, int *depth)
+{
+	long v;
+
+	if (!cli_int(s, 1, NUPP_SMP_MAX_DEPTH, &v)) {
+		cli_error("invalid depth '%s': expected 1..%d frames", s, NUPP_SMP_MAX_DEPTH);
+		return false;
+	}
+	*depth = (int)v;
 	return true;
 }

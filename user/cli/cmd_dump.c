@@ -15,6 +15,7 @@
 #include "nupp/dump.h"
 #include "nupp/nupp.h"
 #include "nupp/profile.h"
+#include "report/report_internal.h"
 #include "cli.h"
 
 struct dump_opts {
@@ -72,11 +73,8 @@ static int dump_parse(int argc, char **argv, struct dump_opts *o)
 	while ((c = getopt_long(argc, argv, "p:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			if (!cli_int(optarg, 1, 4194304, &v)) {
-				cli_error("invalid PID '%s': expected a positive integer", optarg);
+			if (!cli_pid_opt(optarg, &o->pid))
 				return 2;
-			}
-			o->pid = (pid_t)v;
 			break;
 		case O_LOCALS:
 			o->locals = true;
@@ -114,17 +112,15 @@ static int dump_parse(int argc, char **argv, struct dump_opts *o)
 
 /* -- Sampling the threads on a CPU ------------------------------------------ */
 
-/* The name of the state most of a row's samples were in. */
+/* The name of the state most of a row's samples were in (the report's legend names). */
 static const char *dump_row_state(const struct nupp_sample_row *r)
 {
-	const char *names[5] = { "compiled", "interpreted", "C code", "GC", "JIT compiler" };
-	__u64 v[5] = { r->compiled, r->interpreted, r->ccode, r->collecting, r->compiling };
 	int i, best = 0;
 
-	for (i = 1; i < 5; i++)
-		if (v[i] > v[best])
+	for (i = 1; i < NUPP_RS__MAX; i++)
+		if (nupp_rstate_of(r, i) > nupp_rstate_of(r, best))
 			best = i;
-	return v[best] ? names[best] : "unknown";
+	return nupp_rstate_of(r, best) ? nupp_rstate_label(best) : "unknown";
 }
 
 /* Samples pid for ms with two sessions (frames by function, by line) and fills s[i] for

@@ -127,24 +127,22 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 	while ((c = getopt_long(argc, argv, "+p:F:d:o:f:qh", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			if (!cli_int(optarg, 1, 4194304, &v)) {
-				cli_error("invalid PID '%s': expected a positive integer", optarg);
+			if (!cli_pid_opt(optarg, &o->pid))
 				return 2;
-			}
-			o->pid = (pid_t)v;
 			break;
-		case 'F':
-			if (!cli_int(optarg, 1, 100000, &v)) {
-				cli_error("invalid frequency '%s': expected 1..100000 Hz", optarg);
+		case 'F': {
+			int hz;
+
+			if (!cli_freq_opt(optarg, &hz))
 				return 2;
-			}
-			if (freq_set && o->freq != (int)v) {
+			if (freq_set && o->freq != hz) {
 				cli_error("-F and --interval-ms disagree: give one of them");
 				return 2;
 			}
-			o->freq = (int)v;
+			o->freq = hz;
 			freq_set = true;
 			break;
+		}
 		case O_INTERVAL:
 			if (!cli_int(optarg, 1, 60000, &v)) {
 				cli_error("invalid interval '%s': expected 1..60000 ms", optarg);
@@ -188,11 +186,8 @@ static int record_parse(int argc, char **argv, struct record_opts *o)
 			o->full_filenames = true;
 			break;
 		case O_DEPTH:
-			if (!cli_int(optarg, 1, NUPP_SMP_MAX_DEPTH, &v)) {
-				cli_error("invalid depth '%s': expected 1..%d frames", optarg, NUPP_SMP_MAX_DEPTH);
+			if (!cli_depth_opt(optarg, &o->depth))
 				return 2;
-			}
-			o->depth = (int)v;
 			break;
 		case O_LINES:
 			o->lines = true;

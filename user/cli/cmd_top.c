@@ -106,18 +106,12 @@ static int top_parse(int argc, char **argv, struct top_opts *o)
 	while ((c = getopt_long(argc, argv, "+p:F:i:n:h", opts, NULL)) != -1) {
 		switch (c) {
 		case 'p':
-			if (!cli_int(optarg, 1, 4194304, &v)) {
-				cli_error("invalid PID '%s': expected a positive integer", optarg);
+			if (!cli_pid_opt(optarg, &o->pid))
 				return 2;
-			}
-			o->pid = (pid_t)v;
 			break;
 		case 'F':
-			if (!cli_int(optarg, 1, 100000, &v)) {
-				cli_error("invalid frequency '%s': expected 1..100000 Hz", optarg);
+			if (!cli_freq_opt(optarg, &o->freq))
 				return 2;
-			}
-			o->freq = (int)v;
 			break;
 		case 'i': {
 			char *end;
@@ -144,11 +138,8 @@ static int top_parse(int argc, char **argv, struct top_opts *o)
 			o->lines = true;
 			break;
 		case O_DEPTH:
-			if (!cli_int(optarg, 1, NUPP_SMP_MAX_DEPTH, &v)) {
-				cli_error("invalid depth '%s': expected 1..%d frames", optarg, NUPP_SMP_MAX_DEPTH);
+			if (!cli_depth_opt(optarg, &o->depth))
 				return 2;
-			}
-			o->depth = (int)v;
 			break;
 		case O_NOABORTS:
 			o->aborts = false;
