@@ -7,13 +7,6 @@
 need_root
 
 DATA="$NUPP_SOURCE_DIR/tests/data"
-PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
 
 # Starts "$@" in the background with stdin a FIFO no one writes (io.read blocks); sets $target.
 start() {

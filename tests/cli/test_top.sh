@@ -8,13 +8,6 @@
 need_root
 
 DATA="$NUPP_SOURCE_DIR/tests/data/report"
-PIDS=()
-cleanup() {
-  local p
-  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
 
 # 1. top --once and record on the same run of a workload of known shares: heavy (50 %,
 # interpreted), medium (30 %) and light (20 %, compiled) by the program's own clock, in

@@ -5,7 +5,14 @@ set -euo pipefail
 : "${NUPP_LUAJIT:?run this test through ctest (NUPP_LUAJIT unset)}"
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/nupp-test.XXXXXX")
-trap 'rm -rf "$TMP"' EXIT
+# Background processes a test adds to PIDS are killed at exit, whatever ends the test.
+PIDS=()
+nupp_cleanup() {
+  local p
+  for p in "${PIDS[@]}"; do kill -9 "$p" 2>/dev/null || true; done
+  rm -rf "$TMP"
+}
+trap nupp_cleanup EXIT
 
 # Exits 77 (CTest skip) with the reason unless running as root with BTF.
 need_root() {
