@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Our LuaJIT build: all 11 luajit:* probes are in the exe and the .so with register or
-# immediate argument specs (libbpf 1.1.2 parses no %rip or SIB forms), each at a 5-byte
-# NOP in code with no red zone; the JIT still works (-jv, -jp, -jdump), and LuaJIT's
-# behaviour is unchanged on a smoke script.
+# Our LuaJIT build (with NUPP_LUAJIT_BRANCH=luajit2, our luajit2): all 11 luajit:*
+# probes are in the exe and the .so with register or immediate argument specs (libbpf
+# 1.1.2 parses no %rip or SIB forms), each at a 5-byte NOP in code with no red zone; the
+# JIT still works (-jv, -jp, -jdump), and LuaJIT's behaviour is unchanged on a smoke
+# script.
 # proto_new has two sites (the parser and the bytecode loader): names are compared once.
 . "$(dirname "$0")/../support/lib.sh"
 
@@ -40,6 +41,11 @@ grep -qE '^ *[0-9]+%' "$TMP/jp" || { cat "$TMP/jp"; fail "-jp printed no profile
 # Behaviour unchanged: byte-identical output on the smoke script.
 "$NUPP_LUAJIT" "$NUPP_TEST_DATA/smoke.lua" >"$TMP/smoke.out"
 diff -u "$NUPP_TEST_DATA/smoke.expected" "$TMP/smoke.out" || fail "smoke.lua output changed"
+
+# The branch built is the one asked for (NUPP_LUAJIT_BRANCH): OpenResty's luajit2
+# exports lua_setexdata (which nginx's lua module links against), Debian's LuaJIT does not.
+exdata=$(nm -D --defined-only "$NUPP_LUAJIT_PREFIX/lib/libluajit-5.1.so" | awk '$3 == "lua_setexdata"' | wc -l)
+assert_eq "$exdata" "$([ "${NUPP_LUAJIT_BRANCH:-luajit}" = luajit2 ] && echo 1 || echo 0)" "lua_setexdata in $NUPP_LUAJIT_PREFIX"
 
 # LuaJIT's own jit.* modules are found with no environment variables.
 "$NUPP_LUAJIT" -e 'assert(require("jit.vmdef").traceerr[7] == "NYI: bytecode %d")'
