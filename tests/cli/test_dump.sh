@@ -18,6 +18,14 @@ start() {
   wait_luajit "$target"
 }
 
+# Ends $target, then closes the FIFO's writer: closed first, the reader would see EOF and
+# might exit before the kill, which then fails.
+stop() {
+  kill "$target"
+  wait "$target" 2>/dev/null || true
+  exec 7>&-
+}
+
 # Waits until every thread of $target is off CPU in a system call.
 wait_blocked() {
   local i t ok
@@ -56,8 +64,7 @@ EOF
 # Text: innermost frame first, locals under their frame.
 awk '/io.read/{a=NR} /blocked.lua:read_input/{b=NR} /n = 42/{c=NR} END{exit !(a && a < b && b < c)}' "$TMP/b.txt" ||
   fail "the text dump is not innermost first with locals under their frame"
-exec 7>&-
-kill "$target"
+stop
 
 # 1b. The zone path open in the VM (nupp.zone), read from memory too.
 start "$NUPP_LUAJIT" "$DATA/cli/blocked.lua" zone
@@ -65,8 +72,7 @@ wait_blocked
 "$NUPP_BPF" dump --json -p "$target" >"$TMP/z.json" || fail "dump of a zoned thread"
 python3 -c 'import json,sys; [t] = json.load(open(sys.argv[1]))["threads"]; assert t["zonePath"] == "request/parse", t["zonePath"]; assert t["frames"][-2]["name"] == "blocked.lua:read_input"' \
   "$TMP/z.json" || fail "the zone path of a blocked thread"
-exec 7>&-
-kill "$target"
+stop
 
 # 2. Blocked in poll(2) called through the FFI from interpreted code.
 start "$NUPP_LUAJIT" "$DATA/cli/blocked.lua" ffi
@@ -84,8 +90,7 @@ vals = {l["name"]: l["value"] for l in w["locals"]}
 assert vals["ms"] == "100000" and vals["calls"] == "7", vals
 assert t["frames"][-1]["lua"] is False, "the FFI call is not the leaf"
 EOF
-exec 7>&-
-kill "$target"
+stop
 
 # 3. Spinning in a compiled loop, and in the GC: sampled.
 "$NUPP_LUAJIT" "$DATA/report/spin.lua" &
