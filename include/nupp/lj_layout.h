@@ -19,13 +19,24 @@
 #endif
 
 #define NUPP_LJ_LAYOUT_MAGIC 0x4c4a4250u /* "PBJL": LuaJIT BPF layout */
-#define NUPP_LJ_LAYOUT_VERSION 11u
+#define NUPP_LJ_LAYOUT_VERSION 12u
 #define NUPP_LJ_LAYOUT_SYMBOL "luajit_bpf_layout"
 #define NUPP_LJ_VMLIST_SYMBOL "luajit_bpf_vmlist"
 #define NUPP_LJ_VMLIST_MAX 16
 /* luajit:proto_free(g, pts, n) reports the prototypes that die in batches of at most
  * this many (the VM frees them after the probe); version 8 on. */
 #define NUPP_LJ_PROTO_FREE_MAX 64
+/* The branch a VM was built from (its layout's `branch`, version 12 on): they number
+ * their fast functions differently. */
+#define NUPP_LJ_BRANCH_LUAJIT 0  /* LuaJIT 2.1 as Debian's luajit ships it */
+#define NUPP_LJ_BRANCH_LUAJIT2 1 /* OpenResty's luajit2 */
+/* For the layout's initializer in LuaJIT's own build, where luajit.h defines
+ * OPENRESTY_LUAJIT on OpenResty's branch. */
+#ifdef OPENRESTY_LUAJIT
+#define NUPP_LJ_BRANCH_BUILD NUPP_LJ_BRANCH_LUAJIT2
+#else
+#define NUPP_LJ_BRANCH_BUILD NUPP_LJ_BRANCH_LUAJIT
+#endif
 
 /* ffi:begin */
 /* Offsets are bytes from the start of the named struct; sizes are sizeof(). */
@@ -267,6 +278,10 @@ struct nupp_lj_layout {
 	/* The tag of each kind of value a local shows (itype of a TValue, GC64: bits 47+). */
 	__u32 itype_nil, itype_false, itype_true, itype_str, itype_tab, itype_udata;
 	__u32 itype_lightud, itype_numx, itype_cdata, itype_proto;
+
+	/* -- The branch (version 12): NUPP_LJ_BRANCH_* ----------------------------- */
+	__u8 branch;
+	__u8 pad12[7];
 };
 
 /* The VMs a process has open, kept by the patched lua_newstate/lua_close, so a loader

@@ -60,6 +60,10 @@ struct nupp_vm {
  * -ENOTSUP LuaJIT without nupp-bpf's probes and layout (nupp_errmsg names the binary). */
 int nupp_vm_find(pid_t pid, struct nupp_vm *out, int max);
 
+/* The name of a layout's branch (NUPP_LJ_BRANCH_*): "luajit" (LuaJIT 2.1), "luajit2"
+ * (OpenResty's), or "unknown". */
+const char *nupp_lj_branch_name(unsigned branch);
+
 /* Checks that g is a live global_State of pid: mainthref -> GG.L and L->glref -> g. */
 int nupp_vm_validate(pid_t pid, __u64 g, const struct nupp_lj_layout *lo);
 

@@ -52,8 +52,10 @@ int nupp_trace_set_vmlist(struct nupp_trace *t, pid_t pid, __u64 addr);
 int nupp_trace_counters(struct nupp_trace *t, struct nupp_trace_counters *out);
 
 /* Renders a row's reason like jit/v.lua fmterr, with an unrecordable bytecode and an IR
- * op by name ("NYI: bytecode FNEW"). Returns the length (as snprintf). */
-int nupp_trace_format_reason(const struct nupp_trace_key *k, char *buf, size_t size);
+ * op by name ("NYI: bytecode FNEW") and a fast function by its name on the branch of the
+ * VM the row came from (NUPP_LJ_BRANCH_*; another value: "(?)"). Returns the length (as
+ * snprintf). */
+int nupp_trace_format_reason(const struct nupp_trace_key *k, unsigned branch, char *buf, size_t size);
 
 /* Renders a location exactly like lj_debug_pushloc ("file.lua:12", "name:3",
  * "\"chunk\":1", "0x7f..:5" for a long chunk name, "builtin:name"); "" if none. */

@@ -106,7 +106,7 @@ sleep 0.3
 doctor 0 --quick -p "$ours"
 line ok process "PID $ours (luajit) runs"
 line ok LuaJIT "luajit"
-line ok "nupp-bpf build" "our build: layout v"
+line ok "nupp-bpf build" "our build of luajit (LuaJIT 2.1): layout v"
 line ok "USDT probes" "all 11 luajit:* probes"
 line ok GC64 "GC64 with two-slot frames"
 line ok "Lua VMs" "1 VM open (g = 0x"

@@ -87,7 +87,9 @@ for s in prof["samples"]:
     if not ok:
         bad.append((s["count"], s["stack"]))
 assert not bad, f"{sum(c for c, _ in bad)} samples off the call graph: {sorted(bad, reverse=True)[:5]}"
-assert inchunk >= 0.9 * lua, f"{inchunk} of {lua} Lua samples in the chunk's functions"
+# The rest is the main chunk's own loop: under 1 % on LuaJIT, 14 % on luajit2 (whose own
+# jit.p gives the main chunk the same 14 %: a property of that VM, not of the walk).
+assert inchunk >= 0.8 * lua, f"{inchunk} of {lua} Lua samples in the chunk's functions"
 assert len(seen) >= 0.9 * N, f"only {len(seen)} of the {N} functions seen"
 print(f"{samples} samples, {inchunk} in the chunk, {len(seen)} functions, lost {lost}")
 PY

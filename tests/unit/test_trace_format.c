@@ -10,7 +10,9 @@
 
 #include "nupp/profile.h"
 #include "nupp/trace.h"
+#include "nupp/lj_layout.h"
 #include "nupp_vmdef.h"
+#include "nupp_vmdef_luajit2.h"
 
 /* A key with err and a numeric info of a kind. */
 static struct nupp_trace_key key(int err, int kind, __u64 info)
@@ -29,7 +31,7 @@ static const char *reason(const struct nupp_trace_key *k)
 {
 	static char buf[512];
 
-	nupp_trace_format_reason(k, buf, sizeof(buf));
+	nupp_trace_format_reason(k, NUPP_LJ_BRANCH_LUAJIT, buf, sizeof(buf));
 	return buf;
 }
 
@@ -83,6 +85,33 @@ START_TEST(reason_nyiir_names_the_ir_op)
 }
 END_TEST
 
+/* A fast function is named by the numbering of its VM's branch: luajit2 inserts its own
+ * (table.clone, table.isarray ...) before others, so one id names different functions
+ * on the two. */
+START_TEST(reason_ffid_by_branch)
+{
+	struct nupp_trace_key k = key(NUPP_TRERR_NYIFFU, NUPP_LJ_INFO_FFID, 0);
+	char buf[256];
+	int id2 = vmindex(nupp_vmdef_luajit2_ffnames, NUPP_VMDEF_LUAJIT2_FFNAMES_N, "table.new");
+
+	ck_assert_int_gt(id2, 1);
+	ck_assert_int_ne(vmindex(nupp_vmdef_ffnames, NUPP_VMDEF_FFNAMES_N, "table.new"), id2);
+	ck_assert_int_eq(vmindex(nupp_vmdef_ffnames, NUPP_VMDEF_FFNAMES_N, "table.isarray"), -1);
+	k.info = (__u64)id2;
+	nupp_trace_format_reason(&k, NUPP_LJ_BRANCH_LUAJIT2, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "NYI: unsupported variant of FastFunc table.new");
+	k.info = (__u64)vmindex(nupp_vmdef_luajit2_ffnames, NUPP_VMDEF_LUAJIT2_FFNAMES_N, "os.clock");
+	ck_assert_uint_ne(k.info, (__u64)vmindex(nupp_vmdef_ffnames, NUPP_VMDEF_FFNAMES_N, "os.clock"));
+	nupp_trace_format_reason(&k, NUPP_LJ_BRANCH_LUAJIT2, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "NYI: unsupported variant of FastFunc os.clock");
+	k.info = (__u64)vmindex(nupp_vmdef_ffnames, NUPP_VMDEF_FFNAMES_N, "os.clock");
+	nupp_trace_format_reason(&k, NUPP_LJ_BRANCH_LUAJIT, buf, sizeof(buf));
+	ck_assert_str_eq(buf, "NYI: unsupported variant of FastFunc os.clock");
+	nupp_trace_format_reason(&k, 0xff, buf, sizeof(buf)); /* a branch not known: no guess */
+	ck_assert_str_eq(buf, "NYI: unsupported variant of FastFunc (?)");
+}
+END_TEST
+
 START_TEST(reason_nyiffu_like_fmtfunc)
 {
 	struct nupp_trace_key k = key(NUPP_TRERR_NYIFFU, NUPP_LJ_INFO_FFID, 0);
@@ -126,7 +155,7 @@ START_TEST(reason_reports_the_full_length)
 	struct nupp_trace_key k = key(NUPP_TRERR_NYIBC, NUPP_LJ_INFO_NUMBER, 51);
 	char small[8];
 
-	ck_assert_int_eq(nupp_trace_format_reason(&k, small, sizeof(small)), 18);
+	ck_assert_int_eq(nupp_trace_format_reason(&k, NUPP_LJ_BRANCH_LUAJIT, small, sizeof(small)), 18);
 	ck_assert_str_eq(small, "NYI: by");
 }
 END_TEST
@@ -278,6 +307,7 @@ NUPP_CHECK_MAIN("trace_format", 0, false, false,
 		reason_nyibc_names_the_opcode,
 		reason_nyiir_names_the_ir_op,
 		reason_nyiffu_like_fmtfunc,
+		reason_ffid_by_branch,
 		reason_plain_messages_and_errors,
 		reason_reports_the_full_length,
 		location_kinds,

@@ -71,8 +71,9 @@ int cmd_vms(int argc, char **argv)
 		return 1;
 	}
 	for (i = 0; i < n; i++)
-		printf("pid=%d g=0x%llx L=0x%llx layout=v%u object=%s vm_code=0x%llx-0x%llx\n", (int)vms[i].pid,
-		       (unsigned long long)vms[i].g, (unsigned long long)vms[i].L, vms[i].layout.version,
+		printf("pid=%d g=0x%llx L=0x%llx layout=v%u branch=%s object=%s vm_code=0x%llx-0x%llx\n",
+		       (int)vms[i].pid, (unsigned long long)vms[i].g, (unsigned long long)vms[i].L,
+		       vms[i].layout.version, nupp_lj_branch_name(vms[i].layout.branch),
 		       vms[i].path, (unsigned long long)vms[i].layout.vm_begin,
 		       (unsigned long long)vms[i].layout.vm_end);
 	return 0;

@@ -239,7 +239,9 @@ static void doctor_build(struct doctor *d, pid_t pid, const struct doctor_map *o
 			   obj->path, lo.version, lo.size, NUPP_LJ_LAYOUT_VERSION, sizeof(lo));
 		doctor_remedy(d, NUPP_CHECK_BUILD, "rebuild LuaJIT with this nupp-bpf's scripts/build-luajit");
 	} else {
-		doctor_set(d, NUPP_CHECK_BUILD, NUPP_CHECK_OK, 0, "our build: layout v%u exported by %s", lo.version,
+		doctor_set(d, NUPP_CHECK_BUILD, NUPP_CHECK_OK, 0, "our build of %s%s: layout v%u exported by %s",
+			   nupp_lj_branch_name(lo.branch),
+			   lo.branch == NUPP_LJ_BRANCH_LUAJIT2 ? " (OpenResty's branch)" : " (LuaJIT 2.1)", lo.version,
 			   obj->path);
 	}
 

@@ -116,6 +116,39 @@ int nupp_elf_vaddr_to_off(const char *path, __u64 vaddr, __u64 *off)
 	return err;
 }
 
+/* Reads the initial value of a data symbol from the file. */
+int nupp_elf_read_sym(const char *path, const char *name, void *buf, size_t len)
+{
+	__u64 value, size;
+	int fd, err = nupp_elf_sym(path, name, &value, &size);
+	size_t i, n;
+	Elf *e;
+
+	if (err)
+		return err;
+	if (size < len)
+		return -EINVAL;
+	e = elf_open_file(path, &fd);
+	if (!e)
+		return -errno;
+	err = -ENOENT;
+	if (elf_getphdrnum(e, &n) == 0) {
+		for (i = 0; i < n; i++) {
+			GElf_Phdr ph;
+
+			/* In the file part of a segment: a .bss symbol has no initial bytes there. */
+			if (!gelf_getphdr(e, (int)i, &ph) || ph.p_type != PT_LOAD || value < ph.p_vaddr ||
+			    value + len > ph.p_vaddr + ph.p_filesz)
+				continue;
+			err = pread(fd, buf, len, (off_t)(value - ph.p_vaddr + ph.p_offset)) == (ssize_t)len ? 0 : -EIO;
+			break;
+		}
+	}
+	elf_end(e);
+	close(fd);
+	return err;
+}
+
 /* Reads /proc/PID/maps into a malloc'ed array; count or -errno. */
 int nupp_maps_read(pid_t pid, struct nupp_map **maps)
 {

@@ -24,12 +24,20 @@ void nupp_parallel(void (*fn)(void *arg, size_t i), void *arg, size_t n);
  * luajit_bpf_vmlist), 0 when it has no zone slots (user/core/vm.c). */
 __u64 nupp_vm_vmlist_cookie(const char *binary);
 
+/* -- jit.vmdef's names (user/core/vmdef.c) ---------------------------------------- */
+
+/* The name of fast function id on a VM of branch (NUPP_LJ_BRANCH_*), or NULL. */
+const char *nupp_vmdef_ffname(unsigned branch, __u64 id);
+
 /* -- ELF (user/core/elf.c) -------------------------------------------------------- */
 
 /* Looks up a symbol (dynsym, then symtab) in an ELF file: 0 and value/size, or -errno. */
 int nupp_elf_sym(const char *path, const char *name, __u64 *value, __u64 *size);
 /* Translates a virtual address of the ELF file into a file offset (via PT_LOAD). */
 int nupp_elf_vaddr_to_off(const char *path, __u64 vaddr, __u64 *off);
+/* Reads len bytes of a data symbol's initial value from the file (a constant such as
+ * luajit_bpf_layout, no process read): 0, -ENOENT no such symbol, -EINVAL too small. */
+int nupp_elf_read_sym(const char *path, const char *name, void *buf, size_t len);
 
 /* -- /proc/PID/maps (user/core/elf.c) --------------------------------------------- */
 

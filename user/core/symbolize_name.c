@@ -418,12 +418,15 @@ static int sym_frame(struct nupp_sym *s, const struct nupp_smp_frame *f, const s
 	s->refused = false;
 	s->gc_busy = false;
 	switch (f->kind) {
-	case NUPP_SMP_FF:
-		if (f->ptr < NUPP_VMDEF_FFNAMES_N && nupp_vmdef_ffnames[f->ptr][0])
-			sym_join(buf, size, nupp_vmdef_ffnames[f->ptr], 0, NULL);
+	case NUPP_SMP_FF: {
+		const char *ff = nupp_vmdef_ffname(s->lo.branch, f->ptr);
+
+		if (ff)
+			sym_join(buf, size, ff, 0, NULL);
 		else
 			snprintf(buf, size, "[builtin#%llu]", (unsigned long long)f->ptr);
 		break;
+	}
 	case NUPP_SMP_C:
 		sym_cfunc(s, f->ptr, buf, size);
 		break;

@@ -14,6 +14,7 @@
 #include "nupp_internal.h"
 #include "zones_internal.h"
 #include "nupp_vmdef.h"
+#include "nupp/lj_layout.h"
 #include "trace.skel.h"
 
 _Static_assert(NUPP_TRACE_SEV_BLACKLIST == NUPP_SEV_BLACKLIST, "severity values");
@@ -21,6 +22,9 @@ _Static_assert(NUPP_TRACE_SEV_WARN == NUPP_SEV_WARN, "severity values");
 _Static_assert(NUPP_TRACE_SEV_INFO == NUPP_SEV_INFO, "severity values");
 
 #define TRACE_COUNTERS (sizeof(struct nupp_trace_counters) / sizeof(__u64))
+#define TRACE_BRANCH_NONE (-1)
+#define TRACE_BRANCH_MIXED (-2)
+#define TRACE_BRANCH_UNKNOWN 0xffu /* names no fast function */
 
 struct nupp_trace {
 	struct trace_bpf *skel;
@@ -28,6 +32,15 @@ struct nupp_trace {
 	size_t nlinks;
 	char **wide;  /* binaries attached for every process (pid -1) */
 	size_t nwide;
+	/* The LuaJIT branch of each process attached by PID, and of the binaries attached
+	 * for every process (TRACE_BRANCH_NONE: none yet, TRACE_BRANCH_MIXED: they differ):
+	 * the branch numbers a row's fast function. */
+	struct trace_pid_branch {
+		pid_t pid;
+		unsigned branch;
+	} *branches;
+	size_t nbranches;
+	int wide_branch;
 	struct nupp_zones *zones; /* names zone ids (the session's; NULL: "#<id>") */
 	bool benign;              /* counting the aborts of ordinary trace formation too */
 	struct nupp_trace_counters acc; /* counters moved out of the kernel by drains */
@@ -101,7 +114,7 @@ static const char *trace_vmname(const char *const *tab, __u64 n, __u64 i)
 }
 
 /* Renders the info of a row for the %d / %s of its message (jit/v.lua fmtfunc, fmterr). */
-static void trace_fmt_info(const struct nupp_trace_key *k, char *buf, size_t size)
+static void trace_fmt_info(const struct nupp_trace_key *k, unsigned branch, char *buf, size_t size)
 {
 	const char *name = NULL;
 
@@ -117,7 +130,7 @@ static void trace_fmt_info(const struct nupp_trace_key *k, char *buf, size_t siz
 			snprintf(buf, size, "%lld", (long long)(__s64)k->info);
 		return;
 	case NUPP_LJ_INFO_FFID: /* fmtfunc: vmdef.ffnames[fi.ffid] */
-		name = trace_vmname(nupp_vmdef_ffnames, NUPP_VMDEF_FFNAMES_N, k->info);
+		name = nupp_vmdef_ffname(branch, k->info);
 		snprintf(buf, size, "%s", name ? name : "(?)");
 		return;
 	case NUPP_LJ_INFO_CFUNC: /* fmtfunc: format("C:%x", fi.addr) */
@@ -131,7 +144,7 @@ static void trace_fmt_info(const struct nupp_trace_key *k, char *buf, size_t siz
 }
 
 /* Renders a row's reason like jit/v.lua fmterr (jit/v.lua:91-97). */
-int nupp_trace_format_reason(const struct nupp_trace_key *k, char *buf, size_t size)
+int nupp_trace_format_reason(const struct nupp_trace_key *k, unsigned branch, char *buf, size_t size)
 {
 	char info[NUPP_TRACE_NAME_MAX + 32];
 	const char *fmt, *pct;
@@ -145,7 +158,7 @@ int nupp_trace_format_reason(const struct nupp_trace_key *k, char *buf, size_t s
 	pct = strchr(fmt, '%');
 	if (!pct || (pct[1] != 'd' && pct[1] != 's'))
 		return snprintf(buf, size, "%s", fmt);
-	trace_fmt_info(k, info, sizeof(info));
+	trace_fmt_info(k, branch, info, sizeof(info));
 	trace_cat(buf, size, &len, "%.*s%s%s", (int)(pct - fmt), fmt, info, pct + 2);
 	if (size && !len)
 		buf[0] = '\0';
@@ -182,6 +195,7 @@ struct nupp_trace *nupp_trace_open_shared(const struct nupp_trace_opts *opts, in
 		nupp_fail(e, "cannot open the trace BPF object: %s", strerror(-e));
 		goto fail;
 	}
+	t->wide_branch = TRACE_BRANCH_NONE;
 	t->benign = opts ? opts->include_benign : false;
 	t->skel->rodata->include_benign = t->benign;
 	e = bpf_map__set_max_entries(t->skel->maps.aborts, max_sites);
@@ -248,6 +262,48 @@ static bool trace_attached_wide(const struct nupp_trace *t, const char *binary)
 	return false;
 }
 
+/* Notes the LuaJIT branch of binary (its layout, read from the file) for pid's rows
+ * (-1: the rows of every process not attached by PID). */
+static int trace_note_branch(struct nupp_trace *t, const char *binary, pid_t pid)
+{
+	struct nupp_lj_layout lo;
+	struct trace_pid_branch *nb;
+	unsigned br = TRACE_BRANCH_UNKNOWN;
+	size_t i;
+
+	if (nupp_elf_read_sym(binary, NUPP_LJ_LAYOUT_SYMBOL, &lo, sizeof(lo)) == 0 && lo.version >= 12)
+		br = lo.branch;
+	if (pid == -1) {
+		if (t->wide_branch == TRACE_BRANCH_NONE || t->wide_branch == (int)br)
+			t->wide_branch = (int)br;
+		else
+			t->wide_branch = TRACE_BRANCH_MIXED;
+		return 0;
+	}
+	for (i = 0; i < t->nbranches; i++)
+		if (t->branches[i].pid == pid) {
+			t->branches[i].branch = br;
+			return 0;
+		}
+	nb = realloc(t->branches, (t->nbranches + 1) * sizeof(*nb));
+	if (!nb)
+		return nupp_fail(-ENOMEM, "out of memory");
+	t->branches = nb;
+	t->branches[t->nbranches++] = (struct trace_pid_branch){ pid, br };
+	return 0;
+}
+
+/* The branch of the VM a row of tgid came from. */
+static unsigned trace_row_branch(const struct nupp_trace *t, __u32 tgid)
+{
+	size_t i;
+
+	for (i = 0; i < t->nbranches; i++)
+		if ((__u32)t->branches[i].pid == tgid)
+			return t->branches[i].branch;
+	return t->wide_branch >= 0 ? (unsigned)t->wide_branch : TRACE_BRANCH_UNKNOWN;
+}
+
 /* Attaches the luajit:trace_abort (and with include_benign trace_abort_benign),
  * trace_blacklist and vm_open probes of binary for pid. Once
  * attached for every process, attaching again (for any pid) does nothing: the probes
@@ -301,6 +357,8 @@ int nupp_trace_attach(struct nupp_trace *t, const char *binary, pid_t pid)
 		else
 			t->nwide++;
 	}
+	if (!e)
+		e = trace_note_branch(t, binary, pid);
 	return e;
 }
 
@@ -359,7 +417,7 @@ static int trace_add_row(struct nupp_trace *t, const struct nupp_trace_key *k, _
 	char reason[512], loc[256], zbuf[32];
 	const char *zone = "";
 
-	nupp_trace_format_reason(k, reason, sizeof(reason));
+	nupp_trace_format_reason(k, trace_row_branch(t, k->tgid), reason, sizeof(reason));
 	nupp_trace_format_loc(&k->loc, loc, sizeof(loc));
 	if (k->zone) {
 		zone = nupp_zones_path(t->zones, (pid_t)k->tgid, k->zone);
@@ -511,6 +569,7 @@ void nupp_trace_close(struct nupp_trace *t)
 	for (i = 0; i < t->nwide; i++)
 		free(t->wide[i]);
 	free(t->wide);
+	free(t->branches);
 	trace_bpf__destroy(t->skel);
 	free(t);
 }

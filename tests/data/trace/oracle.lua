@@ -67,6 +67,22 @@ local function was_blacklisted(before, after)
   return after == "I" .. before or (before == "ITERN" and after == "ITERC")
 end
 
+-- Where the Lua function being recorded is: LuaJIT's "abort" event names it, but
+-- OpenResty's luajit2 names the innermost frame, a fast or C function when recording
+-- stopped at one (no location); the Lua function under it is then the first Lua frame
+-- below this handler, which runs on the recorded thread's stack.
+local function lua_frame_loc()
+  for level = 3, 200 do
+    local i = debug.getinfo(level, "Sl")
+    if not i then return nil end
+    if i.what ~= "C" and i.currentline >= 0 then
+      -- lj_debug_pushloc: a file chunk by its base name.
+      local src = i.source:sub(1, 1) == "@" and i.source:match("[^/\\]*$") or i.short_src
+      return src .. ":" .. i.currentline
+    end
+  end
+end
+
 local function handler(what, tr, fn, pc, otr, oex)
   if what == "start" then
     local s = { fn = fn, pc = pc, op = opname(fn, pc) }
@@ -86,7 +102,7 @@ local function handler(what, tr, fn, pc, otr, oex)
     if not sev then
       sev = (type(otr) == "number" and BENIGN[vmdef.traceerr[otr]]) and "info" or "warn"
     end
-    local loc = funcinfo(fn, pc).loc or ""
+    local loc = funcinfo(fn, pc).loc or lua_frame_loc() or ""
     local key = sev .. "\0" .. reason .. "\0" .. loc
     local r = rows[key]
     if not r then r = { sev = sev, reason = reason, loc = loc, count = 0 }; rows[key] = r end
