@@ -1,6 +1,7 @@
 /* A session's processes: attaching one (its binary, its probes, its VMs' zone slots),
  * following forks and execs from the follower's events, and reclaiming the entries of
  * processes gone. It drains nothing: session_drain.c does. */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -227,6 +228,88 @@ static int ses_follow(struct nupp_session *s, pid_t pid)
 	return 0;
 }
 
+#define SES_MAX_SCAN 65536
+
+/* The descendants of root running now, parents before their children, from each
+ * process's parent in /proc/PID/stat: how many stored in out (at most max). */
+static int ses_descendants(pid_t root, pid_t *out, int max)
+{
+	pid_t(*pp)[2] = malloc(SES_MAX_SCAN * sizeof(*pp));
+	int n = 0, nout = 0, i, at;
+	struct dirent *de;
+	DIR *d;
+
+	if (!pp)
+		return 0;
+	d = opendir("/proc");
+	while (d && n < SES_MAX_SCAN && (de = readdir(d)) != NULL) {
+		char path[300], buf[512], *rp;
+		ssize_t len;
+		int fd, ppid;
+
+		if (de->d_name[0] < '1' || de->d_name[0] > '9')
+			continue;
+		snprintf(path, sizeof(path), "/proc/%s/stat", de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		len = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (len <= 0)
+			continue;
+		buf[len] = 0;
+		/* "pid (comm) state ppid ...": comm may hold spaces and parentheses. */
+		rp = strrchr(buf, ')');
+		if (rp && sscanf(rp + 1, " %*c %d", &ppid) == 1) {
+			pp[n][0] = (pid_t)atoi(de->d_name);
+			pp[n++][1] = (pid_t)ppid;
+		}
+	}
+	if (d)
+		closedir(d);
+	/* Breadth first: out[at] is the next parent whose children are added. */
+	for (at = -1; at < nout && nout < max; at++) {
+		pid_t parent = at < 0 ? root : out[at];
+
+		for (i = 0; i < n && nout < max; i++)
+			if (pp[i][1] == parent)
+				out[nout++] = pp[i][0];
+	}
+	free(pp);
+	return nout;
+}
+
+/* Takes in the descendants of root that run already (nginx's workers, forked by their
+ * master before the attach): followed from now on, and profiled when they run our
+ * LuaJIT; the others when they exec it. One forked during the scan may also come as a
+ * fork event: it is attached once (ses_target finds it the second time). */
+static void ses_adopt_descendants(struct nupp_session *s, pid_t root)
+{
+	pid_t kids[SES_MAX_TARGETS * 4];
+	int n = ses_descendants(root, kids, (int)NUPP_ARRAY_SIZE(kids)), i;
+	int fd = s->smp ? nupp_smp_followed_fd(s->smp) : bpf_map__fd(s->follow->maps.fol_followed);
+
+	for (i = 0; i < n; i++) {
+		__u32 key = (__u32)kids[i], value = NUPP_FOLLOW_PROFILED;
+		struct ses_target *t;
+		struct nupp_vm vm;
+		int e;
+
+		if (bpf_map_update_elem(fd, &key, &value, BPF_ANY) || ses_target(s, kids[i], false))
+			continue; /* gone, or known */
+		if (nupp_vm_find(kids[i], &vm, 1) < 0)
+			continue; /* not our LuaJIT (yet): its exec is followed */
+		t = ses_target(s, kids[i], true);
+		if (!t)
+			return; /* counted in s->unattached */
+		snprintf(t->binary, sizeof(t->binary), "%s", vm.path);
+		e = ses_attach_binary(s, t, true);
+		if (e && e != -ESRCH)
+			nupp_pr(NUPP_WARN, "PID %d (a descendant of PID %d) cannot be profiled: %s\n", (int)kids[i],
+				(int)root, nupp_errmsg());
+	}
+}
+
 /* Attaches to a running process. */
 int nupp_session_attach(struct nupp_session *s, int pid)
 {
@@ -249,7 +332,10 @@ int nupp_session_attach(struct nupp_session *s, int pid)
 		if (e)
 			return e;
 	}
-	return ses_attach_binary(s, t, true);
+	e = ses_attach_binary(s, t, true);
+	if (!e && s->o.subprocesses)
+		ses_adopt_descendants(s, pid);
+	return e;
 }
 
 /* Attaches to a child forked to run exe, held before its exec. */

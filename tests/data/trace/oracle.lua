@@ -1,6 +1,8 @@
 -- The trace-abort oracle: runs a Lua program with a jit.attach(handler, "trace") handler
 -- and writes the abort table LuaJIT itself reports, in nupp_write_abort_csv's format.
 -- usage: luajit oracle.lua OUT_PREFIX prog.lua [args...]
+--    or, in a process that runs its own code (nginx's init_worker_by_lua):
+--        local o = dofile("oracle.lua"); o.start(); ...; o.stop(); o.write(OUT_PREFIX)
 -- writes OUT_PREFIX.default.csv (warn and blacklist rows), OUT_PREFIX.benign.csv (all
 -- rows, as with include_benign) and OUT_PREFIX.meta ("total_default N", ...).
 -- A program may call ORACLE_RESET() to forget everything seen so far (attach tests).
@@ -9,8 +11,6 @@ local vmdef = require("jit.vmdef")
 local bit = require("bit")
 local funcinfo, funcbc, traceinfo = jutil.funcinfo, jutil.funcbc, jutil.traceinfo
 local format = string.format
-
-local prefix, progname = assert(arg[1], "usage: oracle.lua OUT_PREFIX prog.lua"), assert(arg[2])
 
 -- Trace formation, by message (the same classification as include/nupp/severity.h).
 local BENIGN = {
@@ -114,15 +114,6 @@ local function handler(what, tr, fn, pc, otr, oex)
   end
 end
 
-local prog = assert(loadfile(progname))
-jit.attach(handler, "trace")
-local args = {}
-for i = 3, #arg do args[#args + 1] = arg[i] end
-arg = { [0] = progname, unpack(args) }
-prog(unpack(args))
-jit.attach(handler)
-jit.off()
-
 -- RFC 4180 field, quoted when it holds a comma, quote, CR or LF (report_csv.c).
 local function field(s)
   if not s:find('[,"\r\n]') then return s end
@@ -149,8 +140,26 @@ local function write(path, with_info)
   end
   f:close()
 end
-write(prefix .. ".default.csv", false)
-write(prefix .. ".benign.csv", true)
-local f = assert(io.open(prefix .. ".meta", "w"))
-f:write(format("total_default %d\ntotal_benign %d\nblacklisted %d\n", total_default, total_benign, blacklisted))
-f:close()
+local M = { reset = ORACLE_RESET }
+function M.start() jit.attach(handler, "trace") end
+function M.stop() jit.attach(handler) end
+function M.write(prefix)
+  write(prefix .. ".default.csv", false)
+  write(prefix .. ".benign.csv", true)
+  local f = assert(io.open(prefix .. ".meta", "w"))
+  f:write(format("total_default %d\ntotal_benign %d\nblacklisted %d\n", total_default, total_benign, blacklisted))
+  f:close()
+end
+-- Embedded (no arg[1]: nginx has no arg table), the caller runs its own code.
+if type(arg) ~= "table" or not arg[1] then return M end
+
+local prefix, progname = assert(arg[1], "usage: oracle.lua OUT_PREFIX prog.lua"), assert(arg[2])
+local prog = assert(loadfile(progname))
+M.start()
+local args = {}
+for i = 3, #arg do args[#args + 1] = arg[i] end
+arg = { [0] = progname, unpack(args) }
+prog(unpack(args))
+M.stop()
+jit.off()
+M.write(prefix)
