@@ -166,6 +166,12 @@ static int ses_attach_binary(struct nupp_session *s, struct ses_target *t, bool 
 
 static int ses_on_follow(void *ctx, void *data, size_t size);
 
+/* The kernel's map of followed processes: the sampler's follower's, or the follower's. */
+static int ses_followed_fd(struct nupp_session *s)
+{
+	return s->smp ? nupp_smp_followed_fd(s->smp) : bpf_map__fd(s->follow->maps.fol_followed);
+}
+
 /* Starts following pid's forks and execs in the kernel. */
 static int ses_follow(struct nupp_session *s, pid_t pid)
 {
@@ -181,7 +187,6 @@ static int ses_follow(struct nupp_session *s, pid_t pid)
 			return e;
 		if (s->tr)
 			nupp_trace_follow(s->tr);
-		fd = nupp_smp_followed_fd(s->smp);
 	} else {
 		if (!s->follow) {
 			s->follow = follow_bpf__open();
@@ -220,8 +225,8 @@ static int ses_follow(struct nupp_session *s, pid_t pid)
 				return nupp_fail(e, "cannot open the process follower's ring buffer: %s", strerror(-e));
 			}
 		}
-		fd = bpf_map__fd(s->follow->maps.fol_followed);
 	}
+	fd = ses_followed_fd(s);
 	s->following = true;
 	if (bpf_map_update_elem(fd, &key, &value, BPF_ANY))
 		return nupp_fail(-errno, "cannot follow PID %d: %s", (int)pid, strerror(errno));
@@ -287,7 +292,7 @@ static void ses_adopt_descendants(struct nupp_session *s, pid_t root)
 {
 	pid_t kids[SES_MAX_TARGETS * 4];
 	int n = ses_descendants(root, kids, (int)NUPP_ARRAY_SIZE(kids)), i;
-	int fd = s->smp ? nupp_smp_followed_fd(s->smp) : bpf_map__fd(s->follow->maps.fol_followed);
+	int fd = ses_followed_fd(s);
 
 	for (i = 0; i < n; i++) {
 		__u32 key = (__u32)kids[i], value = NUPP_FOLLOW_PROFILED;

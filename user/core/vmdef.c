@@ -2,8 +2,6 @@
  * branch's own library list (luajit2 adds table.isarray, table.clone, table.nkeys ...),
  * while bytecodes, IR ops and trace errors are one table for both (the build checks
  * they are equal). */
-#include <string.h>
-
 #include "nupp_internal.h"
 #include "nupp/lj_layout.h"
 #include "nupp_vmdef.h"
